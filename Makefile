@@ -1,0 +1,72 @@
+# scaleplane build entry points. Every target is a thin wrapper over a script in
+# hack/ so that CI, developers and the README all run the same thing.
+
+SHELL := /usr/bin/env bash
+OUTPUT_DIR ?= _output
+BIN_DIR := $(OUTPUT_DIR)/bin
+GO ?= go
+
+.PHONY: all
+all: build
+
+## build: build scaleplane-controller-manager and scaleplane-webhook into _output/bin
+.PHONY: build
+build:
+	@mkdir -p $(BIN_DIR)
+	$(GO) build -o $(BIN_DIR)/scaleplane-controller-manager ./cmd/controller-manager
+	$(GO) build -o $(BIN_DIR)/scaleplane-webhook ./cmd/webhook
+
+## tools: install what a fresh machine lacks (etcd, kube-apiserver, controller-gen, ...) into _output/bin
+.PHONY: tools
+tools:
+	hack/install-tools.sh
+
+## update: run every generator (deepcopy, clients, listers, informers, CRDs) and gofmt
+.PHONY: update
+update:
+	hack/update-codegen.sh
+	hack/update-crdgen.sh
+	gofmt -s -w $$(git ls-files '*.go' | grep -v '^pkg/generated/')
+
+## verify: fail when generated code or CRDs are stale, or gofmt / go vet / staticcheck complain
+.PHONY: verify
+verify:
+	hack/verify-codegen.sh
+	hack/verify-crdgen.sh
+	hack/verify-gofmt.sh
+	$(GO) vet ./...
+	hack/verify-staticcheck.sh
+
+## test-unit: unit tests only (fake clientsets, fake clock)
+.PHONY: test-unit
+test-unit:
+	hack/test-unit.sh
+
+## test-integration: tests against a real etcd + kube-apiserver
+.PHONY: test-integration
+test-integration: tools
+	hack/test-integration.sh
+
+## test: everything CI runs: unit and integration tests
+.PHONY: test
+test: tools
+	hack/test-unit.sh
+	hack/test-integration.sh
+
+## local-up: start a whole local control plane with scaleplane running and the examples applied
+.PHONY: local-up
+local-up: tools build
+	hack/local-up.sh
+
+## local-down: stop every process local-up started
+.PHONY: local-down
+local-down:
+	hack/local-down.sh
+
+.PHONY: clean
+clean:
+	rm -rf $(OUTPUT_DIR)
+
+.PHONY: help
+help:
+	@grep -E '^## ' Makefile | sed 's/^## //'
