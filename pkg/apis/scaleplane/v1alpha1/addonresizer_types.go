@@ -1,0 +1,245 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=addonresizers,scope=Namespaced,shortName=ar
+// +kubebuilder:printcolumn:JSONPath=`.spec.targetRef.kind`,name=`TARGET-KIND`,type=string
+// +kubebuilder:printcolumn:JSONPath=`.spec.targetRef.name`,name=`TARGET`,type=string
+// +kubebuilder:printcolumn:JSONPath=`.spec.containerName`,name=`CONTAINER`,type=string,priority=1
+// +kubebuilder:printcolumn:JSONPath=`.spec.scalingMode`,name=`MODE`,type=string
+// +kubebuilder:printcolumn:JSONPath=`.status.clusterSize`,name=`CLUSTER-SIZE`,type=integer
+// +kubebuilder:printcolumn:JSONPath=`.status.lastChangeTime`,name=`LAST-CHANGE`,type=date
+// +kubebuilder:printcolumn:JSONPath=`.metadata.creationTimestamp`,name=`AGE`,type=date
+
+// AddonResizer sizes one container of an add-on (a Deployment, StatefulSet or
+// DaemonSet) in proportion to the cluster: its node count, or its container
+// count.
+type AddonResizer struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired behaviour of the AddonResizer.
+	// +required
+	Spec AddonResizerSpec `json:"spec"`
+
+	// Status is what the resizer last observed and recommended.
+	// +optional
+	Status AddonResizerStatus `json:"status,omitempty"`
+}
+
+// AddonResizerSpec is the desired behaviour of an AddonResizer.
+type AddonResizerSpec struct {
+	// TargetRef names the workload, in the AddonResizer's namespace, whose
+	// container is resized.
+	// +required
+	TargetRef TargetReference `json:"targetRef"`
+
+	// ContainerName is the name of the container to resize.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	ContainerName string `json:"containerName"`
+
+	// Resources lists, per resource, the base amount and the extra per unit of
+	// cluster size. Resources not listed are left as they are.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +required
+	Resources []ResourceScaling `json:"resources"`
+
+	// ScalingMode tells what one unit of cluster size is: a node
+	// (NodeProportional) or a container of a non-terminal pod
+	// (ContainerProportional). Defaults to NodeProportional.
+	// +kubebuilder:default=NodeProportional
+	// +optional
+	ScalingMode ScalingMode `json:"scalingMode,omitempty"`
+
+	// Source tells where the cluster size is read: from the API server's
+	// objects (APIServer) or from the metrics API, metrics.k8s.io (Metrics).
+	// Defaults to APIServer.
+	// +kubebuilder:default=APIServer
+	// +optional
+	Source SizeSource `json:"source,omitempty"`
+
+	// Estimator turns the cluster size into an amount of each resource.
+	// +kubebuilder:default={type: Linear, minClusterSize: 16}
+	// +optional
+	Estimator Estimator `json:"estimator,omitempty"`
+
+	// Threshold is how far, in percent of the estimate, the container's
+	// resources may be from the estimate before they are changed. Defaults to 0
+	// (any difference is corrected).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Threshold int32 `json:"threshold,omitempty"`
+
+	// ScaleUpDelay is how long an estimate above the current resources must
+	// last before the resources are raised. Defaults to 0.
+	// +optional
+	ScaleUpDelay *metav1.Duration `json:"scaleUpDelay,omitempty"`
+
+	// ScaleDownDelay is how long an estimate below the current resources must
+	// last before the resources are lowered. Defaults to 0.
+	// +optional
+	ScaleDownDelay *metav1.Duration `json:"scaleDownDelay,omitempty"`
+
+	// SetLimits tells whether limits are set to the estimate too, as Addon
+	// Resizer does. False sets requests only. Defaults to true.
+	// +kubebuilder:default=true
+	// +optional
+	SetLimits *bool `json:"setLimits,omitempty"`
+}
+
+// TargetKind is the kind of workload an AddonResizer resizes.
+// +kubebuilder:validation:Enum={Deployment,StatefulSet,DaemonSet}
+type TargetKind string
+
+// The workload kinds an AddonResizer can resize (all apps/v1).
+const (
+	TargetKindDeployment  TargetKind = "Deployment"
+	TargetKindStatefulSet TargetKind = "StatefulSet"
+	TargetKindDaemonSet   TargetKind = "DaemonSet"
+)
+
+// TargetReference names an apps/v1 workload in the AddonResizer's namespace.
+type TargetReference struct {
+	// Kind of the workload: Deployment, StatefulSet or DaemonSet.
+	// +required
+	Kind TargetKind `json:"kind"`
+
+	// Name of the workload.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// ResourceScaling is how one resource grows with the cluster: base + extra
+// per unit of cluster size.
+type ResourceScaling struct {
+	// Name of the resource: cpu, memory or ephemeral-storage.
+	// +kubebuilder:validation:Enum={cpu,memory,ephemeral-storage}
+	// +required
+	Name corev1.ResourceName `json:"name"`
+
+	// Base is the amount for an empty cluster.
+	// +required
+	Base resource.Quantity `json:"base"`
+
+	// ExtraPerUnit is the amount added per node or per container.
+	// +required
+	ExtraPerUnit resource.Quantity `json:"extraPerUnit"`
+}
+
+// ScalingMode tells what one unit of cluster size is.
+// +kubebuilder:validation:Enum={NodeProportional,ContainerProportional}
+type ScalingMode string
+
+// The scaling modes of KEP-5546.
+const (
+	NodeProportional      ScalingMode = "NodeProportional"
+	ContainerProportional ScalingMode = "ContainerProportional"
+)
+
+// SizeSource tells where the cluster size is read.
+// +kubebuilder:validation:Enum={APIServer,Metrics}
+type SizeSource string
+
+// The sources of the cluster size.
+const (
+	SourceAPIServer SizeSource = "APIServer"
+	SourceMetrics   SizeSource = "Metrics"
+)
+
+// EstimatorType names an estimator.
+// +kubebuilder:validation:Enum={Linear,Exponential}
+type EstimatorType string
+
+// The estimators of Addon Resizer.
+const (
+	// LinearEstimator estimates base + extraPerUnit × size.
+	LinearEstimator EstimatorType = "Linear"
+	// ExponentialEstimator rounds the size up to the next bucket of
+	// minClusterSize × 1.5^k before estimating linearly, so that the
+	// resources change less often as the cluster grows.
+	ExponentialEstimator EstimatorType = "Exponential"
+)
+
+// Estimator turns the cluster size into an amount of each resource.
+type Estimator struct {
+	// Type of the estimator: Linear or Exponential. Defaults to Linear.
+	// +kubebuilder:default=Linear
+	// +optional
+	Type EstimatorType `json:"type,omitempty"`
+
+	// MinClusterSize is the first bucket of the Exponential estimator.
+	// Defaults to 16.
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinClusterSize int32 `json:"minClusterSize,omitempty"`
+}
+
+// AddonResizerStatus is what the resizer last observed and recommended.
+type AddonResizerStatus struct {
+	// ObservedGeneration is the generation of the spec the status is about.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ClusterSize is the cluster size last observed, in nodes or containers.
+	// +optional
+	ClusterSize *int32 `json:"clusterSize,omitempty"`
+
+	// Recommendation is the resources the estimator recommends for the
+	// container at the observed cluster size.
+	// +optional
+	Recommendation *corev1.ResourceRequirements `json:"recommendation,omitempty"`
+
+	// LastChangeTime is when the resizer last changed the container.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+
+	// Conditions tell whether the target was found and resized.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// AddonResizerList is a list of AddonResizers.
+type AddonResizerList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items holds the AddonResizers.
+	Items []AddonResizer `json:"items"`
+}
