@@ -1,0 +1,135 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+)
+
+// ControllerContext is what every controller constructor gets: clients,
+// shared informer factories, a scale client, an event recorder factory and a
+// clock. Controllers register the informers they need in their constructor;
+// the manager starts the factories after the constructors ran.
+type ControllerContext struct {
+	// KubeClient is the clientset of the built-in APIs.
+	KubeClient kubernetes.Interface
+	// Client is the generated clientset of scaleplane's and Karmada's APIs.
+	Client versioned.Interface
+	// DynamicClient reaches any resource, for targets known only at run time.
+	DynamicClient dynamic.Interface
+	// InformerFactory is the shared informer factory of the built-in APIs.
+	InformerFactory kubeinformers.SharedInformerFactory
+	// ScaleplaneInformerFactory is the shared informer factory of the
+	// generated APIs.
+	ScaleplaneInformerFactory externalversions.SharedInformerFactory
+	// RESTMapper maps kinds to resources through discovery; Reset it when a
+	// kind is not found, so that CRDs installed later are picked up.
+	RESTMapper *restmapper.DeferredDiscoveryRESTMapper
+	// ScaleClient reads and writes the scale subresource of any resource.
+	ScaleClient scale.ScalesGetter
+	// EventRecorderFor returns a recorder that reports events as component.
+	EventRecorderFor func(component string) record.EventRecorder
+	// Clock is the time source; tests substitute a fake one.
+	Clock clock.WithTicker
+	// Options are the controller manager's flags, for per-controller settings.
+	Options *options.Options
+	// ResyncPeriod is the default resync of the informer factories.
+	ResyncPeriod time.Duration
+}
+
+// CreateControllerContext builds the clients and factories from a REST config.
+func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *options.Options, broadcaster record.EventBroadcaster) (ControllerContext, error) {
+	kubeClient, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	client, err := versioned.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the scaleplane client: %w", err)
+	}
+	dynamicClient, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
+	scaleClient, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(discoveryClient))
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the scale client: %w", err)
+	}
+	// Informers resync rarely: controllers are driven by events and by their
+	// own requeue delays, not by periodic relists.
+	resync := 12 * time.Hour
+	return ControllerContext{
+		KubeClient:                kubeClient,
+		Client:                    client,
+		DynamicClient:             dynamicClient,
+		InformerFactory:           kubeinformers.NewSharedInformerFactory(kubeClient, resync),
+		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, resync),
+		RESTMapper:                mapper,
+		ScaleClient:               scaleClient,
+		EventRecorderFor: func(component string) record.EventRecorder {
+			return broadcaster.NewRecorder(scheme(), eventSource(component))
+		},
+		Clock:        clock.RealClock{},
+		Options:      opts,
+		ResyncPeriod: resync,
+	}, nil
+}
+
+// StartInformers starts every informer registered so far. Factories start
+// only informers not yet started, so calling it again after a late
+// controller registered more is safe.
+func (c ControllerContext) StartInformers(ctx context.Context) {
+	c.InformerFactory.Start(ctx.Done())
+	c.ScaleplaneInformerFactory.Start(ctx.Done())
+}
+
+// WaitForCacheSync waits for every started informer to sync, and reports
+// whether all did before ctx ended.
+func (c ControllerContext) WaitForCacheSync(ctx context.Context) bool {
+	for _, synced := range c.InformerFactory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			return false
+		}
+	}
+	for _, synced := range c.ScaleplaneInformerFactory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			return false
+		}
+	}
+	return true
+}

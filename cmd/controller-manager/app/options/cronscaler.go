@@ -1,0 +1,47 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package options
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+)
+
+// CronScalerOptions are the flags of the cron-scaler controller.
+type CronScalerOptions struct {
+	// ConcurrentSyncs is how many CronFederatedHPAs are synced at once. Firings
+	// due in the same minute are applied in parallel up to this number.
+	ConcurrentSyncs int
+}
+
+// NewCronScalerOptions returns the cron-scaler options with their defaults.
+func NewCronScalerOptions() *CronScalerOptions {
+	return &CronScalerOptions{ConcurrentSyncs: 20}
+}
+
+// AddFlags adds the cron-scaler flags.
+func (o *CronScalerOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentSyncs, "concurrent-cron-scaler-syncs", o.ConcurrentSyncs, "The number of CronFederatedHPAs synced concurrently. Larger is faster when many rules fire at once, at the cost of API load.")
+}
+
+// Validate checks the cron-scaler options.
+func (o *CronScalerOptions) Validate() []error {
+	if o.ConcurrentSyncs < 1 {
+		return []error{fmt.Errorf("--concurrent-cron-scaler-syncs must be at least 1, got %d", o.ConcurrentSyncs)}
+	}
+	return nil
+}

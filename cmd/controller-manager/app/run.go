@@ -1,0 +1,148 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/klog/v2"
+)
+
+// resourcePollInterval is how often a controller waiting for its CRD asks
+// discovery again.
+var resourcePollInterval = 10 * time.Second
+
+// runControllers starts every enabled controller and blocks until ctx ends
+// and all of them have returned. Each controller starts on its own, so one
+// that waits for its CRD does not hold back the others.
+func runControllers(ctx context.Context, controllerCtx ControllerContext, descriptors map[string]*ControllerDescriptor, enabled []string, checks *healthChecks) {
+	logger := klog.FromContext(ctx)
+	names := KnownControllers(descriptors)
+	sort.Strings(names)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		d := descriptors[name]
+		if !IsControllerEnabled(d, enabled) {
+			logger.Info("Controller is disabled", "controller", name)
+			continue
+		}
+		checks.setControllerState(name, nil, "starting")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer utilruntime.HandleCrash()
+			startController(ctx, controllerCtx, d, checks)
+		}()
+	}
+	wg.Wait()
+}
+
+// startController waits for the controller's resources, builds it, starts
+// and syncs the informers it registered, and runs it until ctx ends.
+func startController(ctx context.Context, controllerCtx ControllerContext, d *ControllerDescriptor, checks *healthChecks) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "controller", d.name)
+	ctx = klog.NewContext(ctx, logger)
+
+	if len(d.requiredResources) > 0 {
+		checks.setControllerState(d.name, nil, "waiting for its API resources")
+		if err := waitForResources(ctx, controllerCtx.KubeClient.Discovery(), d.requiredResources); err != nil {
+			return
+		}
+		// The mapper may have cached discovery from before the CRD appeared.
+		controllerCtx.RESTMapper.Reset()
+	}
+
+	controller, err := d.initFunc(ctx, controllerCtx)
+	if err != nil {
+		err = fmt.Errorf("starting controller %s: %w", d.name, err)
+		logger.Error(err, "Controller failed to start")
+		checks.setControllerState(d.name, err, err.Error())
+		return
+	}
+	checks.setControllerState(d.name, nil, "waiting for informer caches to sync")
+	controllerCtx.StartInformers(ctx)
+	if !controllerCtx.WaitForCacheSync(ctx) {
+		return
+	}
+	if hc, ok := controller.(interface{ HealthCheck() error }); ok {
+		checks.add(d.name, func(*http.Request) error { return hc.HealthCheck() })
+	}
+	checks.setControllerState(d.name, nil, "")
+	logger.Info("Started controller")
+	controller.Run(ctx)
+	logger.Info("Controller stopped")
+}
+
+// waitForResources polls discovery until every resource is served. It says
+// once, at info level, what it waits for, and returns only when all are
+// there or ctx ends.
+func waitForResources(ctx context.Context, client discovery.DiscoveryInterface, resources []schema.GroupVersionResource) error {
+	logger := klog.FromContext(ctx)
+	announced := false
+	return wait.PollUntilContextCancel(ctx, resourcePollInterval, true, func(ctx context.Context) (bool, error) {
+		missing, err := missingResources(client, resources)
+		if err != nil {
+			logger.V(2).Info("Discovery failed, will retry", "err", err)
+			return false, nil
+		}
+		if len(missing) == 0 {
+			if announced {
+				logger.Info("API resources are now served, starting", "resources", resources)
+			}
+			return true, nil
+		}
+		if !announced {
+			announced = true
+			logger.Info("Waiting for API resources to be served; is the CRD installed?", "missing", missing)
+		}
+		return false, nil
+	})
+}
+
+func missingResources(client discovery.DiscoveryInterface, resources []schema.GroupVersionResource) ([]string, error) {
+	var missing []string
+	for _, gvr := range resources {
+		list, err := client.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		if apierrors.IsNotFound(err) {
+			missing = append(missing, gvr.String())
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, r := range list.APIResources {
+			if r.Name == gvr.Resource {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, gvr.String())
+		}
+	}
+	return missing, nil
+}
