@@ -3,6 +3,7 @@ module github.com/scaleplane/scaleplane
 go 1.26.0
 
 require (
+	github.com/adhocore/gronx v1.20.4
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	k8s.io/api v0.37.2

@@ -1,0 +1,396 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package cronschedule parses cron schedules and computes their firing times
+// in a time zone. The webhook validates with it and the cron-scaler runs with
+// it, so a schedule that is admitted is a schedule that runs.
+//
+// Matching is gronx's (github.com/adhocore/gronx): which seconds, minutes,
+// hours and days a schedule matches, including macros, names, L, W, # and
+// day-of-week 7. The search for firings is this package's: it walks the local
+// wall clock and maps each matching wall time to an instant with a defined
+// daylight-saving behaviour, which gronx alone does not have:
+//
+//   - a wall time that does not exist (spring forward) fires at the first
+//     instant after the gap, once, even when several matching wall times fall
+//     into the same gap;
+//   - a wall time that occurs twice (fall back) fires once, at its first
+//     occurrence.
+//
+// With these rules the mapping from wall time to instant never goes backwards,
+// which is what makes Next and Prev simple searches.
+package cronschedule
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/adhocore/gronx"
+
+	// Embed the time zone database so that rules' IANA zones load on images
+	// without /usr/share/zoneinfo.
+	_ "time/tzdata"
+)
+
+// ErrInvalidFormat is wrapped by every error Parse returns for an expression
+// that is not valid cron syntax.
+var ErrInvalidFormat = errors.New("invalid cron format")
+
+const (
+	secondsPerDay = 24 * 60 * 60
+
+	// searchDays bounds every search over days. Within 1901..2099 the
+	// Gregorian calendar repeats every 28 years, so a day pattern (day of
+	// month, month, day of week, leap day) that matches at all matches
+	// within this many days of any day.
+	searchDays = 28*365 + 7
+
+	// maxDSTShift is more than any daylight-saving shift in the tz database
+	// (at most 2 hours); it bounds the look-ahead that Prev needs when a time
+	// falls into the second occurrence of a repeated hour.
+	maxDSTShift = 3 * time.Hour
+)
+
+// referenceDay is where MinInterval and Parse look for firings: a Saturday
+// in a leap year, at the start of a 28-year calendar cycle.
+var referenceDay = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// Schedule is a parsed cron expression in a time zone. It is safe for
+// concurrent use.
+type Schedule struct {
+	expr string
+	loc  *time.Location
+
+	// daySegs are gronx's segments with the time-of-day fields set to "*":
+	// they match a day as a whole.
+	daySegs []string
+	// times are the seconds after local midnight at which the schedule fires
+	// on a matching day, ascending.
+	times []int
+
+	minIntervalOnce sync.Once
+	minInterval     time.Duration
+}
+
+// LoadLocation returns the time zone with the given IANA name, or the
+// process's local zone for "". Its errors are time.LoadLocation's, e.g.
+// "unknown time zone A/B".
+func LoadLocation(name string) (*time.Location, error) {
+	if name == "" {
+		return time.Local, nil
+	}
+	return time.LoadLocation(name)
+}
+
+// Parse parses a cron expression (five fields, six with a leading seconds
+// field, or a macro such as @daily) to be read in loc (nil means UTC). It
+// rejects what the controller cannot run: syntax errors (wrapping
+// ErrInvalidFormat), a year field, a schedule that fires more often than
+// once a minute, and one that never fires.
+func Parse(expr string, loc *time.Location) (*Schedule, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	segs, err := segments(expr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Schedule{expr: expr, loc: loc, daySegs: []string{"*", "*", "*", segs[3], segs[4], segs[5]}}
+
+	second, err := strconv.Atoi(segs[0])
+	if err != nil || !isDigits(segs[0]) || second < 0 || second > 59 {
+		return nil, fmt.Errorf("schedule %q fires more often than once a minute: its seconds field %q is not a single value between 0 and 59", expr, segs[0])
+	}
+	minutes := matchingValues(segs[1], 1, 59)
+	hours := matchingValues(segs[2], 2, 23)
+	for _, h := range hours {
+		for _, m := range minutes {
+			s.times = append(s.times, h*3600+m*60+second)
+		}
+	}
+	if len(s.times) == 0 {
+		return nil, fmt.Errorf("schedule %q never fires: no minute or hour matches", expr)
+	}
+	if _, ok := s.nextDay(referenceDay, searchDays); !ok {
+		return nil, fmt.Errorf("schedule %q never fires: no day matches its day-of-month, month and day-of-week fields", expr)
+	}
+	return s, nil
+}
+
+// segments splits and checks the expression with gronx and returns its six
+// fields: second, minute, hour, day of month, month, day of week.
+func segments(expr string) ([]string, error) {
+	segs, err := gronx.Segments(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidFormat, err)
+	}
+	if len(segs) == 7 {
+		// A year field would make a schedule stop firing one day, so whether
+		// it is valid would depend on when it is checked.
+		return nil, fmt.Errorf("%w: a year field is not supported", ErrInvalidFormat)
+	}
+	if !gronx.IsValid(expr) {
+		return nil, ErrInvalidFormat
+	}
+	// gronx.IsValid stops at the first list element that matches the current
+	// time, so "0,99" passes at minute 0 and fails at minute 1. Check every
+	// element on its own, at a fixed time, so that validity never depends on
+	// the clock.
+	checker := &gronx.SegmentChecker{}
+	checker.SetRef(referenceDay)
+	for pos, seg := range segs {
+		for _, part := range splitList(seg) {
+			if part == "" {
+				return nil, ErrInvalidFormat
+			}
+			if _, err := checker.CheckDue(part, pos); err != nil {
+				return nil, fmt.Errorf("%w: %q: %v", ErrInvalidFormat, part, err)
+			}
+		}
+	}
+	return segs, nil
+}
+
+func splitList(seg string) []string {
+	var parts []string
+	start := 0
+	for i := 0; i < len(seg); i++ {
+		if seg[i] == ',' {
+			parts = append(parts, seg[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, seg[start:])
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// matchingValues returns the values 0..max that gronx's checker finds due
+// for the minute (pos 1) or hour (pos 2) field seg.
+func matchingValues(seg string, pos, max int) []int {
+	checker := &gronx.SegmentChecker{}
+	var values []int
+	for v := 0; v <= max; v++ {
+		ref := referenceDay
+		if pos == 1 {
+			ref = ref.Add(time.Duration(v) * time.Minute)
+		} else {
+			ref = ref.Add(time.Duration(v) * time.Hour)
+		}
+		checker.SetRef(ref)
+		if due, err := checker.CheckDue(seg, pos); err == nil && due {
+			values = append(values, v)
+		}
+	}
+	return values
+}
+
+// String returns the expression the schedule was parsed from.
+func (s *Schedule) String() string { return s.expr }
+
+// Location returns the time zone the schedule is read in.
+func (s *Schedule) Location() *time.Location { return s.loc }
+
+// Next returns the first firing strictly after after, or the zero time if
+// there is none.
+func (s *Schedule) Next(after time.Time) time.Time {
+	// Every wall time up to after's own wall time maps to an instant at or
+	// before after (first occurrences come first, and a gap's wall times map
+	// to the gap's end), so the search starts there. Wall times just after
+	// it can still map before after when after is the second occurrence of
+	// a repeated hour; the loop skips those.
+	w := wallClock(after, s.loc)
+	for i := 0; i < 2*secondsPerDay; i++ {
+		var ok bool
+		if w, ok = s.nextWall(w); !ok {
+			return time.Time{}
+		}
+		if t := s.instant(w); t.After(after) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// Prev returns the latest firing at or before t, or the zero time if there is
+// none.
+func (s *Schedule) Prev(t time.Time) time.Time {
+	w := wallClock(t, s.loc)
+	if s.instant(w).Before(t.Truncate(time.Second)) {
+		// t is the second occurrence of a repeated wall time: wall times a
+		// little later than t's (their first occurrences) are before t too.
+		w = w.Add(maxDSTShift)
+	}
+	for i := 0; i < 2*secondsPerDay; i++ {
+		var ok bool
+		if w, ok = s.prevWall(w); !ok {
+			return time.Time{}
+		}
+		if inst := s.instant(w); !inst.After(t) {
+			return inst
+		}
+		w = w.Add(-time.Second)
+	}
+	return time.Time{}
+}
+
+// MinInterval returns the shortest interval between two consecutive firings
+// on the wall clock, looking at one 28-year calendar cycle (so leap days and
+// weekdays are all seen). A daylight-saving change can make one real interval
+// shorter by the size of the shift. The result is computed once.
+func (s *Schedule) MinInterval() time.Duration {
+	s.minIntervalOnce.Do(func() {
+		min := -1
+		for i := 1; i < len(s.times); i++ {
+			if d := s.times[i] - s.times[i-1]; min < 0 || d < min {
+				min = d
+			}
+		}
+		// Between days: the last firing of one matching day to the first of
+		// the next.
+		prev, ok := s.nextDay(referenceDay, searchDays)
+		end := referenceDay.AddDate(0, 0, searchDays)
+		for ok && prev.Before(end) {
+			var day time.Time
+			if day, ok = s.nextDay(prev.AddDate(0, 0, 1), searchDays); !ok {
+				break
+			}
+			days := int(day.Sub(prev) / (24 * time.Hour))
+			d := days*secondsPerDay + s.times[0] - s.times[len(s.times)-1]
+			if min < 0 || d < min {
+				min = d
+			}
+			prev = day
+		}
+		if min > 0 {
+			s.minInterval = time.Duration(min) * time.Second
+		}
+	})
+	return s.minInterval
+}
+
+// nextWall returns the first matching wall time strictly after w. Wall times
+// are represented as times in UTC whose fields are the local fields.
+func (s *Schedule) nextWall(w time.Time) (time.Time, bool) {
+	day := w.Truncate(24 * time.Hour)
+	secs := int(w.Sub(day) / time.Second)
+	if s.dayMatches(day) {
+		for _, t := range s.times {
+			if t > secs {
+				return day.Add(time.Duration(t) * time.Second), true
+			}
+		}
+	}
+	day, ok := s.nextDay(day.AddDate(0, 0, 1), searchDays)
+	if !ok {
+		return time.Time{}, false
+	}
+	return day.Add(time.Duration(s.times[0]) * time.Second), true
+}
+
+// prevWall returns the latest matching wall time at or before w.
+func (s *Schedule) prevWall(w time.Time) (time.Time, bool) {
+	day := w.Truncate(24 * time.Hour)
+	secs := int(w.Sub(day) / time.Second)
+	if s.dayMatches(day) {
+		for i := len(s.times) - 1; i >= 0; i-- {
+			if s.times[i] <= secs {
+				return day.Add(time.Duration(s.times[i]) * time.Second), true
+			}
+		}
+	}
+	for i := 1; i <= searchDays; i++ {
+		d := day.AddDate(0, 0, -i)
+		if s.dayMatches(d) {
+			return d.Add(time.Duration(s.times[len(s.times)-1]) * time.Second), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// nextDay returns the first matching day at or after day, looking at most
+// limit days ahead.
+func (s *Schedule) nextDay(day time.Time, limit int) (time.Time, bool) {
+	for i := 0; i < limit; i++ {
+		d := day.AddDate(0, 0, i)
+		if s.dayMatches(d) {
+			return d, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// dayMatches asks gronx whether the day (a UTC midnight carrying the local
+// date) matches the day-of-month, month and day-of-week fields.
+func (s *Schedule) dayMatches(day time.Time) bool {
+	g := gronx.New()
+	g.C.SetRef(day)
+	due, err := g.SegmentsDue(s.daySegs)
+	return err == nil && due
+}
+
+// wallClock returns t's local wall time in loc, truncated to the second, as
+// a UTC time with the same fields.
+func wallClock(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), 0, time.UTC)
+}
+
+// instant maps a wall time in s.loc to the instant it fires at: the first
+// occurrence of a wall time that occurs twice, the end of the gap for one
+// that does not occur at all.
+func (s *Schedule) instant(w time.Time) time.Time {
+	naive := w.Unix()
+	var first, afterGap time.Time
+	// The offsets in force around the wall time; a zone changes its offset
+	// at most once or twice within two days.
+	for _, probe := range []int64{-secondsPerDay, -secondsPerDay / 2, 0, secondsPerDay / 2, secondsPerDay} {
+		_, offset := time.Unix(naive+probe, 0).In(s.loc).Zone()
+		cand := time.Unix(naive-int64(offset), 0).In(s.loc)
+		switch cw := wallClock(cand, s.loc); {
+		case cw.Equal(w):
+			if first.IsZero() || cand.Before(first) {
+				first = cand
+			}
+		case cw.After(w):
+			if afterGap.IsZero() || cand.Before(afterGap) {
+				afterGap = cand
+			}
+		}
+	}
+	if !first.IsZero() {
+		return first
+	}
+	if !afterGap.IsZero() {
+		// The wall time was skipped: fire when the new offset starts.
+		start, _ := afterGap.ZoneBounds()
+		if !start.IsZero() && !start.After(afterGap) {
+			return start
+		}
+		return afterGap
+	}
+	return time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, s.loc)
+}
