@@ -1,0 +1,123 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+)
+
+func get(t *testing.T, handler http.HandlerFunc, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	handler(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestHealthz(t *testing.T) {
+	h := newHealthChecks()
+	h.setControllerState("cron-scaler", nil, "")
+	h.setControllerState("resizer", errors.New("boom"), "boom")
+
+	code, body := get(t, h.healthz, "/healthz/cron-scaler")
+	if code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz/cron-scaler = %d %q, want 200 ok", code, body)
+	}
+	code, body = get(t, h.healthz, "/healthz/resizer")
+	if code != http.StatusInternalServerError || !strings.Contains(body, "[-]resizer failed: boom") {
+		t.Errorf("/healthz/resizer = %d %q, want 500 naming the failure", code, body)
+	}
+	code, body = get(t, h.healthz, "/healthz")
+	if code != http.StatusInternalServerError || !strings.Contains(body, "[+]cron-scaler ok") {
+		t.Errorf("/healthz = %d %q, want 500 listing every check", code, body)
+	}
+	code, _ = get(t, h.healthz, "/healthz/unknown")
+	if code != http.StatusInternalServerError {
+		t.Errorf("/healthz/unknown = %d, want 500", code)
+	}
+
+	h.setControllerState("resizer", nil, "")
+	code, body = get(t, h.healthz, "/healthz?verbose")
+	if code != http.StatusOK || !strings.Contains(body, "[+]resizer ok") {
+		t.Errorf("/healthz?verbose after recovery = %d %q", code, body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	h := newHealthChecks()
+	h.setControllerState("cron-scaler", nil, "waiting for informer caches to sync")
+	code, body := get(t, h.readyz, "/readyz")
+	if code != http.StatusInternalServerError || !strings.Contains(body, "cron-scaler not ready: waiting for informer caches to sync") {
+		t.Errorf("/readyz while syncing = %d %q", code, body)
+	}
+	h.setControllerState("cron-scaler", nil, "")
+	if code, body := get(t, h.readyz, "/readyz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/readyz once synced = %d %q", code, body)
+	}
+}
+
+func discoveryWith(resources map[string][]string) *fakediscovery.FakeDiscovery {
+	client := kubefake.NewClientset()
+	fake := client.Discovery().(*fakediscovery.FakeDiscovery)
+	for gv, names := range resources {
+		list := &metav1.APIResourceList{GroupVersion: gv}
+		for _, name := range names {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: name})
+		}
+		fake.Resources = append(fake.Resources, list)
+	}
+	return fake
+}
+
+func TestMissingResources(t *testing.T) {
+	cron := schema.GroupVersionResource{Group: "autoscaling.karmada.io", Version: "v1alpha1", Resource: "cronfederatedhpas"}
+	lws := schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+	client := discoveryWith(map[string][]string{"autoscaling.karmada.io/v1alpha1": {"cronfederatedhpas", "federatedhpas"}})
+	missing, err := missingResources(client, []schema.GroupVersionResource{cron, lws})
+	if err != nil {
+		t.Fatalf("missingResources: %v", err)
+	}
+	if len(missing) != 1 || missing[0] != lws.String() {
+		t.Errorf("missing = %v, want only %s", missing, lws)
+	}
+}
+
+func TestWaitForResourcesReturnsWhenServed(t *testing.T) {
+	cron := schema.GroupVersionResource{Group: "autoscaling.karmada.io", Version: "v1alpha1", Resource: "cronfederatedhpas"}
+	client := discoveryWith(map[string][]string{"autoscaling.karmada.io/v1alpha1": {"cronfederatedhpas"}})
+	if err := waitForResources(context.Background(), client, []schema.GroupVersionResource{cron}); err != nil {
+		t.Fatalf("waitForResources with the resource served: %v", err)
+	}
+}
+
+func TestWaitForResourcesStopsWithContext(t *testing.T) {
+	lws := schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := waitForResources(ctx, discoveryWith(nil), []schema.GroupVersionResource{lws}); err == nil {
+		t.Fatal("waitForResources returned nil for a missing resource and a cancelled context")
+	}
+}
