@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package app
 
 import (
@@ -65,7 +66,9 @@ func (d *ControllerDescriptor) RequiredResources() []schema.GroupVersionResource
 // NewControllerDescriptors returns every controller the manager knows, keyed
 // by name. A controller joins this list only once it does its job.
 func NewControllerDescriptors() map[string]*ControllerDescriptor {
-	return buildControllerDescriptors()
+	return buildControllerDescriptors(
+		newCronScalerControllerDescriptor(),
+	)
 }
 
 // buildControllerDescriptors indexes descriptors by name and panics on a

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package options holds the flags of scaleplane-controller-manager, one file
 // per flag section, and their validation.
 package options

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package v1alpha1
 
 import (
@@ -51,6 +52,7 @@ type CronFederatedHPA struct {
 }
 
 // CronFederatedHPASpec is the specification of the CronFederatedHPA.
+// +kubebuilder:validation:XValidation:rule="!has(self.scaleTargetRef.apiVersion) || self.scaleTargetRef.apiVersion != 'autoscaling.karmada.io/v1alpha1' || self.scaleTargetRef.kind == 'FederatedHPA'",message="scaleTargetRef: the only kind of autoscaling.karmada.io/v1alpha1 that can be scaled is FederatedHPA"
 type CronFederatedHPASpec struct {
 	// ScaleTargetRef points to the target resource to scale. It is either a
 	// FederatedHPA (autoscaling.karmada.io/v1alpha1), whose minReplicas and
@@ -94,11 +96,13 @@ type CronFederatedHPARule struct {
 
 	// TargetMinReplicas is the minReplicas to set on a FederatedHPA or
 	// HorizontalPodAutoscaler target. Nil leaves minReplicas as it is.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	TargetMinReplicas *int32 `json:"targetMinReplicas,omitempty"`
 
 	// TargetMaxReplicas is the maxReplicas to set on a FederatedHPA or
 	// HorizontalPodAutoscaler target. Nil leaves maxReplicas as it is.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	TargetMaxReplicas *int32 `json:"targetMaxReplicas,omitempty"`
 

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package v1alpha1 holds the autoscaling.karmada.io/v1alpha1 API: CronFederatedHPA,
 // byte-compatible with Karmada's, and FederatedHPA, declared so that the
 // cron-scaler can read and update its bounds on clusters with or without Karmada.

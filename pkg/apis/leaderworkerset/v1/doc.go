@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package v1 holds the leaderworkerset.x-k8s.io/v1 API: LeaderWorkerSet,
 // compatible with the upstream LWS v1 schema, plus spec.scalePolicy (LWS
 // KEP-213) from which the hpa-generator builds a HorizontalPodAutoscaler.

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package v1alpha1
 
 import (
@@ -101,11 +102,13 @@ type AddonResizerSpec struct {
 
 	// ScaleUpDelay is how long an estimate above the current resources must
 	// last before the resources are raised. Defaults to 0.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	// +optional
 	ScaleUpDelay *metav1.Duration `json:"scaleUpDelay,omitempty"`
 
 	// ScaleDownDelay is how long an estimate below the current resources must
 	// last before the resources are lowered. Defaults to 0.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	// +optional
 	ScaleDownDelay *metav1.Duration `json:"scaleDownDelay,omitempty"`
 
@@ -148,10 +151,12 @@ type ResourceScaling struct {
 	Name corev1.ResourceName `json:"name"`
 
 	// Base is the amount for an empty cluster.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : quantity(string(self)).sign() >= 0",message="must be greater than or equal to 0"
 	// +required
 	Base resource.Quantity `json:"base"`
 
 	// ExtraPerUnit is the amount added per node or per container.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : quantity(string(self)).sign() >= 0",message="must be greater than or equal to 0"
 	// +required
 	ExtraPerUnit resource.Quantity `json:"extraPerUnit"`
 }

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package v1alpha1 holds the autoscaling.scaleplane.io/v1alpha1 API:
 // AddonResizer, which sizes an add-on's container resources in proportion to
 // the cluster (Addon Resizer, KEP-5546).

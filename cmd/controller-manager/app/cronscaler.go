@@ -1,0 +1,54 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/controllers/cronscaler"
+)
+
+// newCronScalerControllerDescriptor describes the cron-scaler. Its alias is
+// the name karmada-controller-manager gives the same controller, so existing
+// --controllers flags keep working.
+func newCronScalerControllerDescriptor() *ControllerDescriptor {
+	return &ControllerDescriptor{
+		name:     cronscaler.Name,
+		aliases:  []string{"cronFederatedHorizontalPodAutoscaler"},
+		initFunc: newCronScalerController,
+		requiredResources: []schema.GroupVersionResource{
+			autoscalingv1alpha1.SchemeGroupVersion.WithResource("cronfederatedhpas"),
+		},
+	}
+}
+
+func newCronScalerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
+	return cronscaler.NewController(
+		ctx,
+		controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs(),
+		controllerCtx.Client,
+		controllerCtx.KubeClient,
+		controllerCtx.ScaleClient,
+		controllerCtx.RESTMapper,
+		controllerCtx.EventRecorderFor(cronscaler.Name),
+		controllerCtx.Clock,
+		controllerCtx.Options.CronScaler.ConcurrentSyncs,
+	)
+}
