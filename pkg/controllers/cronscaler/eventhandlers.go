@@ -1,0 +1,139 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+)
+
+func (c *Controller) onAdd(ctx context.Context, obj any) {
+	cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+	if !ok {
+		return
+	}
+	c.counts.set(cache.MetaObjectToName(cron), len(cron.Spec.Rules))
+	c.queue.Add(cache.MetaObjectToName(cron))
+}
+
+// onUpdate enqueues the object and marks the rules whose plan a spec change
+// invalidates: all of them when the target changed (a firing planned for the
+// old target must not land on the new one), a rule whose schedule or time
+// zone changed, and a rule that was resumed (what it skipped while suspended
+// is not replayed). Updates of status alone (the controller's own writes)
+// also enqueue: that sync is cheap, writes nothing, and lets the in-process
+// memory drop what the cache has caught up with.
+func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
+	oldCron, ok1 := oldObj.(*autoscalingv1alpha1.CronFederatedHPA)
+	newCron, ok2 := newObj.(*autoscalingv1alpha1.CronFederatedHPA)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldCron.ResourceVersion == newCron.ResourceVersion {
+		// A periodic resync: the requeue-after delays already drive firings.
+		return
+	}
+	key := cache.MetaObjectToName(newCron)
+	c.counts.set(key, len(newCron.Spec.Rules))
+	if oldCron.UID == newCron.UID {
+		all, rules := replanned(oldCron, newCron)
+		if all || len(rules) > 0 {
+			klog.FromContext(ctx).V(2).Info("Rules re-planned from now after a spec change", "cronFederatedHPA", klog.KObj(newCron), "all", all, "rules", rules)
+			c.memory.markReplan(key, newCron.UID, all, rules)
+		}
+	}
+	c.queue.Add(key)
+}
+
+// replanned returns whether every rule must be planned again, or which ones.
+func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []string) {
+	if !equality.Semantic.DeepEqual(oldCron.Spec.ScaleTargetRef, newCron.Spec.ScaleTargetRef) {
+		return true, nil
+	}
+	old := make(map[string]*autoscalingv1alpha1.CronFederatedHPARule, len(oldCron.Spec.Rules))
+	for i := range oldCron.Spec.Rules {
+		old[oldCron.Spec.Rules[i].Name] = &oldCron.Spec.Rules[i]
+	}
+	var rules []string
+	for i := range newCron.Spec.Rules {
+		r := &newCron.Spec.Rules[i]
+		o, ok := old[r.Name]
+		if !ok {
+			continue
+		}
+		resumed := ptr.Deref(o.Suspend, false) && !ptr.Deref(r.Suspend, false)
+		if resumed || o.Schedule != r.Schedule || ptr.Deref(o.TimeZone, "") != ptr.Deref(r.TimeZone, "") {
+			rules = append(rules, r.Name)
+		}
+	}
+	return false, rules
+}
+
+func (c *Controller) onDelete(ctx context.Context, obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+	if !ok {
+		return
+	}
+	key := cache.MetaObjectToName(cron)
+	c.counts.remove(key)
+	c.memory.forget(key)
+	// The sync finds it gone and drops whatever is left.
+	c.queue.Add(key)
+}
+
+// watchCounts keeps the watched objects and rules gauges up to date from
+// the event handlers, without listing.
+type watchCounts struct {
+	mu    sync.Mutex
+	rules map[cache.ObjectName]int
+	total int
+}
+
+func newWatchCounts() *watchCounts {
+	return &watchCounts{rules: map[cache.ObjectName]int{}}
+}
+
+func (w *watchCounts) set(key cache.ObjectName, rules int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total += rules - w.rules[key]
+	w.rules[key] = rules
+	w.publish()
+}
+
+func (w *watchCounts) remove(key cache.ObjectName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total -= w.rules[key]
+	delete(w.rules, key)
+	w.publish()
+}
+
+func (w *watchCounts) publish() {
+	watchedObjects.Set(float64(len(w.rules)))
+	watchedRules.Set(float64(w.total))
+}

@@ -1,0 +1,80 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "cron_scaler"
+
+// Results of a firing, the values of the result label.
+const (
+	resultSuccess    = "success"
+	resultFailed     = "failed"
+	resultMissed     = "missed"
+	resultSuperseded = "superseded"
+)
+
+var (
+	// firingSkew is how late a firing was executed: execution time minus the
+	// scheduled time. The requeue-after delay aims at +100 ms.
+	firingSkew = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "firing_skew_seconds",
+		Help:           "Time between a rule's scheduled time and its execution (applied or failed).",
+		Buckets:        []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600},
+		StabilityLevel: metrics.ALPHA,
+	})
+	firings = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "firings_total",
+		Help:           "Firings of CronFederatedHPA rules by result: success, failed, missed (too late to run) or superseded (a later firing set the same target field).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	missedFirings = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "missed_firings_total",
+		Help:           "Scheduled times that were not run because they were found too late (controller down, or beyond maxDelaySeconds). One firing found late may count many missed scheduled times.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	watchedObjects = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "watched_objects",
+		Help:           "CronFederatedHPAs the cron-scaler watches.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	watchedRules = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "watched_rules",
+		Help:           "Rules of the CronFederatedHPAs the cron-scaler watches.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerOnce sync.Once
+
+// registerMetrics registers the cron-scaler's metrics with the legacy
+// registry served on /metrics. Calling it again is harmless.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules)
+	})
+}

@@ -1,0 +1,226 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+)
+
+// targetKind is how a scaleTargetRef is acted on.
+type targetKind int
+
+const (
+	// targetScale is any resource with a scale subresource: its replicas
+	// are set from targetReplicas.
+	targetScale targetKind = iota
+	// targetFederatedHPA and targetHPA get minReplicas and maxReplicas from
+	// targetMinReplicas and targetMaxReplicas.
+	targetFederatedHPA
+	targetHPA
+)
+
+// target is a parsed scaleTargetRef.
+type target struct {
+	kind targetKind
+	gv   schema.GroupVersion
+	ref  autoscalingv2.CrossVersionObjectReference
+}
+
+func (t target) String() string { return t.ref.Kind + "/" + t.ref.Name }
+
+func parseTarget(ref autoscalingv2.CrossVersionObjectReference) (target, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return target{}, permanent(fmt.Errorf("scaleTargetRef.apiVersion %q is not a valid API version: %w", ref.APIVersion, err))
+	}
+	if ref.Kind == "" || ref.Name == "" {
+		return target{}, permanent(errors.New("scaleTargetRef needs a kind and a name"))
+	}
+	t := target{kind: targetScale, gv: gv, ref: ref}
+	switch {
+	case gv.Group == autoscalingv1alpha1.SchemeGroupVersion.Group && ref.Kind == "FederatedHPA":
+		t.kind = targetFederatedHPA
+	case gv.Group == autoscalingv2.SchemeGroupVersion.Group && ref.Kind == "HorizontalPodAutoscaler":
+		t.kind = targetHPA
+	}
+	return t, nil
+}
+
+// values are what one write sets on a target; nil leaves a field alone.
+type values struct {
+	replicas *int32
+	min      *int32
+	max      *int32
+}
+
+// ruleValues returns what a rule sets on the target, or an error a user can
+// act on when the rule does not fit the target's kind.
+func ruleValues(t target, rule *autoscalingv1alpha1.CronFederatedHPARule) (values, error) {
+	if t.kind == targetScale {
+		if rule.TargetReplicas == nil {
+			return values{}, fmt.Errorf("targetReplicas is not set; it is required to scale %s", t.ref.Kind)
+		}
+		return values{replicas: rule.TargetReplicas}, nil
+	}
+	if rule.TargetMinReplicas == nil && rule.TargetMaxReplicas == nil {
+		return values{}, fmt.Errorf("targetMinReplicas and targetMaxReplicas are both unset; set at least one to adjust %s", t.ref.Kind)
+	}
+	return values{min: rule.TargetMinReplicas, max: rule.TargetMaxReplicas}, nil
+}
+
+// permanentError marks a failure that retrying the same firing cannot fix
+// (missing or forbidden target, unknown kind, invalid values): the firing is
+// recorded as failed. Other errors are retried while the firing may still run.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err: err} }
+
+// isPermanent reports whether err should fail the firing rather than be
+// retried.
+func isPermanent(err error) bool {
+	var p *permanentError
+	if errors.As(err, &p) || meta.IsNoMatchError(err) {
+		return true
+	}
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) ||
+		apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsUnauthorized(err)
+}
+
+// apply writes v to the target and returns the error with a reason a user
+// can act on. Conflicts are retried with a fresh read; a write that would
+// change nothing is skipped.
+func (c *Controller) apply(ctx context.Context, namespace string, t target, v values) error {
+	var err error
+	switch t.kind {
+	case targetFederatedHPA:
+		err = c.applyFederatedHPA(ctx, namespace, t, v)
+	case targetHPA:
+		err = c.applyHPA(ctx, namespace, t, v)
+	default:
+		err = c.applyScale(ctx, namespace, t, v)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s %s not found in namespace %s: %w", t.ref.APIVersion, t, namespace, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the cron-scaler may not update %s %s (check its RBAC): %w", t.ref.APIVersion, t, err)
+	}
+	return fmt.Errorf("updating %s %s: %w", t.ref.APIVersion, t, err)
+}
+
+// applyScale sets replicas through the scale subresource. It works from 0
+// replicas: it only sets Spec.Replicas on the Scale it read and never reads
+// anything else from its spec, which is empty at 0.
+func (c *Controller) applyScale(ctx context.Context, namespace string, t target, v values) error {
+	gr, err := c.groupResource(t)
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := c.scales.Scales(namespace).Get(ctx, gr, t.ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Spec.Replicas == *v.replicas {
+			return nil
+		}
+		s.Spec.Replicas = *v.replicas
+		_, err = c.scales.Scales(namespace).Update(ctx, gr, s, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// groupResource maps the target's kind to its resource. A kind the mapper
+// does not know may belong to a CRD installed after discovery was cached:
+// reset the mapper and ask once more.
+func (c *Controller) groupResource(t target) (schema.GroupResource, error) {
+	gk := schema.GroupKind{Group: t.gv.Group, Kind: t.ref.Kind}
+	mapping, err := c.mapper.RESTMapping(gk, t.gv.Version)
+	if meta.IsNoMatchError(err) {
+		c.mapper.Reset()
+		mapping, err = c.mapper.RESTMapping(gk, t.gv.Version)
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return schema.GroupResource{}, permanent(fmt.Errorf("the API server serves no kind %s in %s (is its CRD installed?): %w", t.ref.Kind, t.ref.APIVersion, err))
+		}
+		return schema.GroupResource{}, err
+	}
+	return mapping.Resource.GroupResource(), nil
+}
+
+// setBounds applies min and max to an autoscaler's bounds and reports whether
+// anything changed. A nil minReplicas on the target is set, not compared.
+func setBounds(min **int32, max *int32, v values) bool {
+	changed := false
+	if v.min != nil && (*min == nil || **min != *v.min) {
+		*min = ptr.To(*v.min)
+		changed = true
+	}
+	if v.max != nil && *max != *v.max {
+		*max = *v.max
+		changed = true
+	}
+	return changed
+}
+
+func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t target, v values) error {
+	client := c.client.AutoscalingV1alpha1().FederatedHPAs(namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fhpa, err := client.Get(ctx, t.ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !setBounds(&fhpa.Spec.MinReplicas, &fhpa.Spec.MaxReplicas, v) {
+			return nil
+		}
+		_, err = client.Update(ctx, fhpa, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v values) error {
+	client := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		hpa, err := client.Get(ctx, t.ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !setBounds(&hpa.Spec.MinReplicas, &hpa.Spec.MaxReplicas, v) {
+			return nil
+		}
+		_, err = client.Update(ctx, hpa, metav1.UpdateOptions{})
+		return err
+	})
+}
