@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs staticcheck, pinned in hack/tools/go.mod, over the main module.
+# Runs staticcheck, pinned in hack/tools/go.mod, over the main module's own code.
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,4 +13,7 @@ if [[ ! -x "${STATICCHECK}" || "$(cat "${STAMP}" 2>/dev/null)" != "${want}" ]]; 
   (cd hack/tools && go build -o "${STATICCHECK}" honnef.co/go/tools/cmd/staticcheck)
   echo "${want}" >"${STAMP}"
 fi
-"${STATICCHECK}" ./...
+# pkg/generated is code-generator's output: its use of deprecated client-go
+# fields is code-generator's to fix, and nobody here may edit it.
+mapfile -t packages < <(go list ./... | grep -v '/pkg/generated/')
+"${STATICCHECK}" "${packages[@]}"
