@@ -151,12 +151,12 @@ type ResourceScaling struct {
 	Name corev1.ResourceName `json:"name"`
 
 	// Base is the amount for an empty cluster.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : quantity(string(self)).sign() >= 0",message="must be greater than or equal to 0"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !quantity(string(self)).isLessThan(quantity('0'))",message="must be greater than or equal to 0"
 	// +required
 	Base resource.Quantity `json:"base"`
 
 	// ExtraPerUnit is the amount added per node or per container.
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : quantity(string(self)).sign() >= 0",message="must be greater than or equal to 0"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !quantity(string(self)).isLessThan(quantity('0'))",message="must be greater than or equal to 0"
 	// +required
 	ExtraPerUnit resource.Quantity `json:"extraPerUnit"`
 }
