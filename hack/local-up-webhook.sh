@@ -99,10 +99,19 @@ start_webhook() {
   scaleplane::log "webhook: started (pid $!), log ${LOG_FILE}"
 }
 
+# healthz checks /healthz over TLS, verifying the certificate against the CA.
+healthz() {
+  if command -v curl >/dev/null; then
+    curl --silent --fail --max-time 2 --cacert "${CERT_DIR}/ca.crt" "https://127.0.0.1:${PORT}/healthz"
+  else
+    "${KUBECTL}" --kubeconfig=/dev/null --server="https://127.0.0.1:${PORT}" \
+      --certificate-authority="${CERT_DIR}/ca.crt" get --raw /healthz
+  fi
+}
+
 wait_healthy() {
   local deadline=$((SECONDS + 30))
-  until "${KUBECTL}" --kubeconfig=/dev/null --server="https://127.0.0.1:${PORT}" \
-      --certificate-authority="${CERT_DIR}/ca.crt" get --raw /healthz >/dev/null 2>&1; do
+  until healthz >/dev/null 2>&1; do
     if ! webhook_pid >/dev/null; then
       tail -n 20 "${LOG_FILE}" >&2 || true
       scaleplane::fatal "scaleplane-webhook exited; log: ${LOG_FILE}"
