@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command scaleplane-webhook validates CronFederatedHPAs, LeaderWorkerSet
 // scale policies and AddonResizers for kube-apiserver.
 package main
