@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs scaleplane's unit tests: every package under cmd/ and pkg/. They use
+# fake clientsets and fake clocks only; the integration tests against a real
+# apiserver are in test/integration and run by hack/test-integration.sh.
+#
+# Extra arguments go to `go test`, e.g. hack/test-unit.sh -run TestSync -v.
+
+set -o errexit -o nounset -o pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+cd "${SCALEPLANE_ROOT}"
+
+# The race detector needs cgo and a C compiler. CI installs one (.ci/run); on
+# a machine without it the tests still run, and say so.
+race=()
+if [[ "$(go env CGO_ENABLED)" == "1" ]] && command -v "$(go env CC)" >/dev/null 2>&1; then
+  race=(-race)
+else
+  scaleplane::log "no C compiler for cgo: running unit tests WITHOUT -race"
+fi
+
+# go list expands the patterns once, so a tree without any package under one
+# of them is not an error, and nothing under test/ sneaks in.
+mapfile -t packages < <(go list ./cmd/... ./pkg/... 2>/dev/null | grep -v '/test/' || true)
+if (( ${#packages[@]} == 0 )); then
+  scaleplane::fatal "no Go packages under cmd/ or pkg/"
+fi
+
+scaleplane::log "unit tests: ${#packages[@]} packages ${race[*]}"
+go test "${race[@]}" -timeout=10m "$@" "${packages[@]}"

@@ -1,0 +1,89 @@
+package framework
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+const modulePath = "github.com/scaleplane/scaleplane"
+
+// BinDirEnv overrides where the control plane binaries are looked up; the
+// hack/ scripts honour the same variable.
+const BinDirEnv = "SCALEPLANE_BIN_DIR"
+
+// RepoRoot returns the root of the scaleplane repository: the nearest
+// directory, from the working directory up (go test runs in the package
+// directory), whose go.mod declares the scaleplane module. When the working
+// directory is elsewhere it falls back to this source file's location.
+func RepoRoot() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		for {
+			data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+			if err == nil && declaresModule(data, modulePath) {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("cannot find the root of the %s repository above %v", modulePath, starts)
+}
+
+// declaresModule reports whether a go.mod's module directive names module.
+func declaresModule(gomod []byte, module string) bool {
+	for _, line := range bytes.Split(gomod, []byte("\n")) {
+		fields := bytes.Fields(line)
+		if len(fields) >= 2 && string(fields[0]) == "module" {
+			return string(bytes.Trim(fields[1], `"`)) == module
+		}
+	}
+	return false
+}
+
+// BinDir returns the directory holding etcd, kube-apiserver and the other
+// binaries that hack/install-tools.sh builds: $SCALEPLANE_BIN_DIR, or
+// _output/bin in the repository.
+func BinDir() (string, error) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return filepath.Abs(dir)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "_output", "bin"), nil
+}
+
+// errMissingBinary marks the error tests see when the binaries were never
+// built; the message says how to build them.
+var errMissingBinary = errors.New("control plane binary missing")
+
+// binary returns the path of an executable in BinDir, or an error that tells
+// the developer to run `make tools`. Tests fail on it, they never skip: a
+// test that silently does not run is worse than one that fails.
+func binary(name string) (string, error) {
+	dir, err := BinDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%w: %s not found at %s: run `make tools` (hack/install-tools.sh) to build it, or set %s", errMissingBinary, name, path, BinDirEnv)
+	}
+	return path, nil
+}
