@@ -28,3 +28,12 @@ fi
 
 scaleplane::log "unit tests: ${#packages[@]} packages ${race[*]}"
 go test "${race[@]}" -timeout=10m "$@" "${packages[@]}"
+
+# Webhook: a short fuzz run of the promise that every schedule the webhook
+# admits is one the cron-scaler runs, and that fires within four years. Only
+# when the caller did not narrow the run (e.g. with -run): the fuzz target
+# always runs its seed corpus as part of the tests above anyway.
+if (( $# == 0 )); then
+  scaleplane::log "fuzz: FuzzScheduleAcceptedRuns for 20s"
+  go test ./pkg/webhook/cronfederatedhpa -run '^$' -fuzz FuzzScheduleAcceptedRuns -fuzztime 20s
+fi
