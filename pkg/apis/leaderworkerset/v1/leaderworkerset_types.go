@@ -190,10 +190,14 @@ const RollingUpdateStrategyType RolloutStrategyType = "RollingUpdate"
 
 // RolloutStrategy is how groups are replaced when the templates change.
 type RolloutStrategy struct {
-	// Type of the rollout. Only RollingUpdate is supported.
+	// Type of the rollout. Only RollingUpdate is supported, and it is the
+	// default. (Upstream requires the field; it is defaulted here because Go
+	// clients serialize the non-pointer rolloutStrategy as {"type": ""} when
+	// they leave it unset, which would otherwise be rejected.)
+	// +kubebuilder:default=RollingUpdate
 	// +kubebuilder:validation:Enum={RollingUpdate}
-	// +required
-	Type RolloutStrategyType `json:"type"`
+	// +optional
+	Type RolloutStrategyType `json:"type,omitempty"`
 
 	// RollingUpdateConfiguration configures a RollingUpdate rollout.
 	// +optional
