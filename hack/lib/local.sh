@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# State and process helpers shared by hack/local-up.sh and hack/local-down.sh.
+# Source after hack/lib/init.sh.
+
+LOCAL_DIR="${SCALEPLANE_ROOT}/_output/local"
+LOCAL_CERTS="${LOCAL_DIR}/certs"
+LOCAL_PIDS="${LOCAL_DIR}/pids"
+LOCAL_LOGS="${LOCAL_DIR}/logs"
+KUBECONFIG_PATH="${LOCAL_DIR}/kubeconfig"
+
+ETCD_PORT="${SCALEPLANE_LOCAL_ETCD_PORT:-12379}"
+ETCD_PEER_PORT="$((ETCD_PORT + 1))"
+APISERVER_PORT="${SCALEPLANE_LOCAL_APISERVER_PORT:-16443}"
+KCM_PORT="${SCALEPLANE_LOCAL_KCM_PORT:-10257}"
+SCHEDULER_PORT="${SCALEPLANE_LOCAL_SCHEDULER_PORT:-10259}"
+CM_PORT="${SCALEPLANE_LOCAL_CM_PORT:-10358}"
+WEBHOOK_PORT="${SCALEPLANE_LOCAL_WEBHOOK_PORT:-19443}"
+SERVICE_CIDR="10.96.0.0/16"
+SERVICE_IP="10.96.0.1"
+
+KUBECTL=("${SCALEPLANE_BIN_DIR}/kubectl" --kubeconfig="${KUBECONFIG_PATH}")
+
+# Start order; local-down stops in reverse.
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok scaleplane-controller-manager scaleplane-webhook)
+
+# Loopback must never go through an HTTP proxy (apiserver -> webhook, kwok,
+# kubectl -> apiserver).
+export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,${NO_PROXY}}"
+export no_proxy="${NO_PROXY}"
+
+# local::pid prints the pid of a running component, or fails. A pid file
+# alone proves nothing (pids are reused), so the process's argv[0] must still
+# be the binary the pid file names.
+local::pid() {
+  local name="$1" file="${LOCAL_PIDS}/$1.pid" pid bin argv0
+  [[ -f "${file}" ]] || return 1
+  read -r pid bin < "${file}" || return 1
+  [[ -n "${pid}" && -r "/proc/${pid}/cmdline" ]] || return 1
+  argv0="$(tr '\0' '\n' < "/proc/${pid}/cmdline" | head -n1)"
+  [[ "${argv0}" == "${bin}" ]] || return 1
+  echo "${pid}"
+}
+
+# local::ensure runs the start function of a component unless it is running.
+local::ensure() {
+  local name="$1" start_fn="$2" pid
+  if pid="$(local::pid "${name}")"; then
+    scaleplane::log "${name}: already running (pid ${pid})"
+    return
+  fi
+  "${start_fn}"
+}
+
+# local::start runs a binary in the background, in a session of its own so
+# that neither a Ctrl-C in the terminal nor the end of `make` reaches it, with
+# its output appended to logs/<name>.log.
+local::start() {
+  local name="$1" bin="$2"
+  shift 2
+  local log="${LOCAL_LOGS}/${name}.log"
+  echo "### $(date -u +'%Y-%m-%dT%H:%M:%SZ') ${bin} $*" >> "${log}"
+  # setsid does not fork here (a background job of a script is not a process
+  # group leader), so $! is the component's own pid.
+  setsid "${bin}" "$@" >> "${log}" 2>&1 < /dev/null &
+  echo "$! ${bin}" > "${LOCAL_PIDS}/${name}.pid"
+  scaleplane::log "${name}: started (pid $!), log ${log}"
+}
+
+# local::stop terminates a component (its whole session) and waits for it.
+local::stop() {
+  local name="$1" pid i
+  if ! pid="$(local::pid "${name}")"; then
+    rm -f "${LOCAL_PIDS}/${name}.pid"
+    return
+  fi
+  kill -TERM -- "-${pid}" 2>/dev/null || kill -TERM "${pid}" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "${pid}" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "${pid}" 2>/dev/null; then
+    scaleplane::log "${name}: did not stop in 20s, killing it"
+    kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${LOCAL_PIDS}/${name}.pid"
+  scaleplane::log "${name}: stopped (pid ${pid})"
+}
+
+local::port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# local::wait_cmd polls a command until it succeeds; on timeout it fails with
+# the tail of the component's log, if the name is a component.
+local::wait_cmd() {
+  local name="$1" timeout="$2"
+  shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if [[ -f "${LOCAL_PIDS}/${name}.pid" ]] && ! local::pid "${name}" >/dev/null; then
+      tail -n 30 "${LOCAL_LOGS}/${name}.log" >&2 || true
+      scaleplane::fatal "${name} exited; log: ${LOCAL_LOGS}/${name}.log"
+    fi
+    if (( SECONDS >= deadline )); then
+      [[ -f "${LOCAL_LOGS}/${name}.log" ]] && tail -n 30 "${LOCAL_LOGS}/${name}.log" >&2
+      scaleplane::fatal "timed out after ${timeout}s waiting for ${name}"
+    fi
+    sleep 0.5
+  done
+  scaleplane::log "${name}: ready"
+}
+
+local::wait_port() {
+  local::wait_cmd "$1" "$3" local::port_open "$2"
+}
+
+# local::http_ok GETs http://127.0.0.1:PORT/PATH with bash alone and
+# succeeds on a 200.
+local::http_ok() {
+  local port="$1" path="$2" status
+  exec 3<>"/dev/tcp/127.0.0.1/${port}" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "${path}" >&3
+  read -r -t 5 _ status _ <&3 || status=""
+  exec 3<&-
+  [[ "${status}" == "200" ]]
+}
+
+# local::https_ok does the same over TLS with openssl (needed for the
+# certificates anyway). The components' serving certificates are self-signed
+# in memory and /healthz is public, so nothing is verified and no credentials
+# are sent.
+local::https_ok() {
+  local port="$1" path="$2"
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "${path}" \
+    | timeout 5 openssl s_client -quiet -connect "127.0.0.1:${port}" 2>/dev/null \
+    | head -n1 | grep -q ' 200 '
+}
+
+local::wait_https() {
+  local::wait_cmd "$1" "$4" local::https_ok "$2" "$3"
+}

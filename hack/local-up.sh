@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# Starts a whole local control plane on 127.0.0.1 with scaleplane running in
+# it: etcd, kube-apiserver, kube-controller-manager (--controllers=*),
+# kube-scheduler and kwok with a few fake nodes (their pods really reach
+# Running), then the CRDs, scaleplane-controller-manager, the webhook (once
+# it exists) and the examples.
+#
+# Everything lives in _output/local: pid files, logs, certificates, etcd data
+# and the admin kubeconfig (_output/local/kubeconfig). Run it again at any
+# time: whatever is not running (a crashed or killed process) is started, the
+# rest is left alone, and the manifests are re-applied. hack/local-down.sh
+# stops it all.
+#
+# Binaries come from _output/bin: `make local-up` builds them first
+# (`make tools build`).
+#
+# Ports (override with the environment variables):
+#   SCALEPLANE_LOCAL_ETCD_PORT=12379 (peer port +1), SCALEPLANE_LOCAL_APISERVER_PORT=16443,
+#   SCALEPLANE_LOCAL_KCM_PORT=10257, SCALEPLANE_LOCAL_SCHEDULER_PORT=10259,
+#   SCALEPLANE_LOCAL_CM_PORT=10358, SCALEPLANE_LOCAL_WEBHOOK_PORT=19443
+# SCALEPLANE_LOCAL_NODES=3 sets how many fake nodes kwok runs.
+
+set -o errexit -o nounset -o pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+source "${SCALEPLANE_ROOT}/hack/lib/local.sh"
+
+NODES="${SCALEPLANE_LOCAL_NODES:-3}"
+
+require_binaries() {
+  local missing=()
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok scaleplane-controller-manager; do
+    [[ -x "${SCALEPLANE_BIN_DIR}/${b}" ]] || missing+=("${b}")
+  done
+  if (( ${#missing[@]} > 0 )); then
+    scaleplane::fatal "missing in ${SCALEPLANE_BIN_DIR}: ${missing[*]}; run \`make tools build\` (or just \`make local-up\`)"
+  fi
+  command -v openssl >/dev/null || scaleplane::fatal "openssl is needed to make the local certificates: apt-get install -y openssl"
+}
+
+# make_certs creates, once, the credentials of the local cluster: a CA (also
+# the cluster signing CA of kube-controller-manager), kube-apiserver's serving
+# certificate, the service account signing key, and a static admin token.
+make_certs() {
+  local d="${LOCAL_CERTS}"
+  mkdir -p "${d}"
+  if [[ ! -f "${d}/ca.crt" ]]; then
+    scaleplane::log "creating the local CA and certificates in ${d}"
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
+      -subj "/CN=scaleplane-local-ca" -keyout "${d}/ca.key" -out "${d}/ca.crt" 2>/dev/null
+    rm -f "${d}/apiserver.crt"
+  fi
+  sign_cert apiserver "kube-apiserver" \
+    "IP:127.0.0.1,DNS:localhost,IP:${SERVICE_IP},DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  if [[ ! -f "${d}/service-account.key" ]]; then
+    openssl genrsa -out "${d}/service-account.key" 2048 2>/dev/null
+  fi
+  if [[ ! -f "${d}/tokens.csv" ]]; then
+    echo "$(openssl rand -hex 16),admin,admin-uid,\"system:masters\"" > "${d}/tokens.csv"
+  fi
+  chmod 600 "${d}"/*.key "${d}/tokens.csv"
+}
+
+sign_cert() {
+  local name="$1" cn="$2" san="$3" d="${LOCAL_CERTS}"
+  [[ -f "${d}/${name}.crt" ]] && return
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=${cn}" \
+    -keyout "${d}/${name}.key" -out "${d}/${name}.csr" 2>/dev/null
+  openssl x509 -req -sha256 -days 3650 -in "${d}/${name}.csr" \
+    -CA "${d}/ca.crt" -CAkey "${d}/ca.key" -CAcreateserial -out "${d}/${name}.crt" \
+    -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' "${san}") 2>/dev/null
+  rm -f "${d}/${name}.csr"
+}
+
+write_kubeconfig() {
+  local token
+  token="$(cut -d, -f1 "${LOCAL_CERTS}/tokens.csv")"
+  cat > "${KUBECONFIG_PATH}.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: scaleplane-local
+  cluster:
+    server: https://127.0.0.1:${APISERVER_PORT}
+    certificate-authority: ${LOCAL_CERTS}/ca.crt
+users:
+- name: admin
+  user:
+    token: ${token}
+contexts:
+- name: scaleplane-local
+  context:
+    cluster: scaleplane-local
+    user: admin
+current-context: scaleplane-local
+EOF
+  chmod 600 "${KUBECONFIG_PATH}.tmp"
+  mv -f "${KUBECONFIG_PATH}.tmp" "${KUBECONFIG_PATH}"
+}
+
+start_etcd() {
+  local url="http://127.0.0.1:${ETCD_PORT}" peer="http://127.0.0.1:${ETCD_PEER_PORT}"
+  local::start etcd "${SCALEPLANE_BIN_DIR}/etcd" \
+    --name=local --data-dir="${LOCAL_DIR}/etcd-data" \
+    --listen-client-urls="${url}" --advertise-client-urls="${url}" \
+    --listen-peer-urls="${peer}" --initial-advertise-peer-urls="${peer}" \
+    --initial-cluster="local=${peer}" --log-level=warn
+  local::wait_port etcd "${ETCD_PORT}" 60
+}
+
+# --endpoint-reconciler-type=none: the reconciler would publish the advertise
+# address as the "kubernetes" service endpoint and refuses a loopback one; the
+# fake pods of kwok never call the apiserver through that service.
+start_apiserver() {
+  local c="${LOCAL_CERTS}"
+  local::start kube-apiserver "${SCALEPLANE_BIN_DIR}/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="${APISERVER_PORT}" \
+    --endpoint-reconciler-type=none \
+    --tls-cert-file="${c}/apiserver.crt" --tls-private-key-file="${c}/apiserver.key" \
+    --client-ca-file="${c}/ca.crt" --token-auth-file="${c}/tokens.csv" \
+    --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="${c}/service-account.key" \
+    --service-account-signing-key-file="${c}/service-account.key" \
+    --service-cluster-ip-range="${SERVICE_CIDR}" \
+    --cert-dir="${LOCAL_DIR}/apiserver-certs" \
+    --allow-privileged=true
+  local::wait_cmd kube-apiserver 90 "${KUBECTL[@]}" get --raw /readyz
+}
+
+start_kcm() {
+  local c="${LOCAL_CERTS}"
+  local::start kube-controller-manager "${SCALEPLANE_BIN_DIR}/kube-controller-manager" \
+    --kubeconfig="${KUBECONFIG_PATH}" --controllers='*' --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="${KCM_PORT}" --cert-dir="${LOCAL_DIR}/kcm-certs" \
+    --service-account-private-key-file="${c}/service-account.key" --root-ca-file="${c}/ca.crt" \
+    --cluster-signing-cert-file="${c}/ca.crt" --cluster-signing-key-file="${c}/ca.key" \
+    --use-service-account-credentials=false
+  local::wait_https kube-controller-manager "${KCM_PORT}" /healthz 60
+}
+
+start_scheduler() {
+  local::start kube-scheduler "${SCALEPLANE_BIN_DIR}/kube-scheduler" \
+    --kubeconfig="${KUBECONFIG_PATH}" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="${SCHEDULER_PORT}" --cert-dir="${LOCAL_DIR}/scheduler-certs"
+  local::wait_https kube-scheduler "${SCHEDULER_PORT}" /healthz 60
+}
+
+# kwok's node and pod behaviour is configured by Stage objects; without them
+# it exits with "no stages found". The stages are the ones kwok publishes in
+# its module (node: initialize + heartbeat with lease; pod: the fast
+# lifecycle), read from the module cache of the kwok version we pin.
+start_kwok() {
+  local stage_dir="${LOCAL_DIR}/kwok-stages" kwok_dir
+  if [[ ! -d "${stage_dir}" ]]; then
+    kwok_dir="$(cd "${SCALEPLANE_ROOT}/hack/tools/kwok" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+    mkdir -p "${stage_dir}.tmp"
+    cp "${kwok_dir}/kustomize/stage/node/fast/node-initialize.yaml" \
+      "${kwok_dir}/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+      "${kwok_dir}"/kustomize/stage/pod/fast/pod-*.yaml "${stage_dir}.tmp/"
+    chmod 644 "${stage_dir}.tmp"/*.yaml
+    mv "${stage_dir}.tmp" "${stage_dir}"
+  fi
+  local configs
+  configs="$(printf '%s,' "${stage_dir}"/*.yaml)"
+  local::start kwok "${SCALEPLANE_BIN_DIR}/kwok" \
+    --kubeconfig="${KUBECONFIG_PATH}" --config="${configs%,}" \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1
+}
+
+create_nodes() {
+  local i manifest=""
+  for ((i = 0; i < NODES; i++)); do
+    manifest+="
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-${i}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: \"0\"
+  labels:
+    kubernetes.io/hostname: kwok-node-${i}
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/role: agent
+    node-role.kubernetes.io/agent: \"\"
+    type: kwok
+spec: {}
+status:
+  allocatable: {cpu: \"32\", memory: 256Gi, pods: \"110\"}
+  capacity: {cpu: \"32\", memory: 256Gi, pods: \"110\"}
+"
+  done
+  echo "${manifest}" | "${KUBECTL[@]}" apply -f - >/dev/null
+  local::wait_cmd "${NODES} Ready kwok nodes" 60 nodes_ready
+}
+
+nodes_ready() {
+  local ready
+  ready="$("${KUBECTL[@]}" get nodes -l type=kwok \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)"
+  (( ready >= NODES ))
+}
+
+install_crds() {
+  if ! compgen -G "${SCALEPLANE_ROOT}/artifacts/deploy/crds/*.yaml" >/dev/null; then
+    scaleplane::log "no CRDs in artifacts/deploy/crds yet"
+    return
+  fi
+  # Server-side apply: generated CRDs outgrow the annotation client-side
+  # apply keeps its last applied state in.
+  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "${SCALEPLANE_ROOT}/artifacts/deploy/crds/" >/dev/null
+  "${KUBECTL[@]}" wait --for=condition=Established --timeout=60s -f "${SCALEPLANE_ROOT}/artifacts/deploy/crds/" >/dev/null
+  scaleplane::log "CRDs installed: $(ls "${SCALEPLANE_ROOT}"/artifacts/deploy/crds/*.yaml | xargs -n1 basename | tr '\n' ' ')"
+}
+
+# cm_flag echoes "--name=value" only if scaleplane-controller-manager knows
+# the flag, so this script keeps working while the binary's flags evolve.
+cm_flag() {
+  local bin="$1" name="$2" value="$3"
+  if "${bin}" --help 2>&1 | grep -qE -- "--${name}[ =]"; then
+    echo "--${name}=${value}"
+  fi
+}
+
+start_controller_manager() {
+  local bin="${SCALEPLANE_BIN_DIR}/scaleplane-controller-manager"
+  local args=(--kubeconfig="${KUBECONFIG_PATH}" --controllers='*')
+  local f
+  for f in "$(cm_flag "${bin}" bind-address 127.0.0.1)" \
+           "$(cm_flag "${bin}" port "${CM_PORT}")" \
+           "$(cm_flag "${bin}" secure-port "${CM_PORT}")" \
+           "$(cm_flag "${bin}" leader-elect true)"; do
+    [[ -n "${f}" ]] && args+=("${f}")
+  done
+  local::start scaleplane-controller-manager "${bin}" "${args[@]}"
+  # Its /healthz is plain HTTP on --bind-address:--port.
+  local::wait_cmd scaleplane-controller-manager 60 local::http_ok "${CM_PORT}" /healthz
+}
+
+# ---------------------------------------------------------------------------
+# Webhook. hack/local-up-webhook.sh (owned with the webhook) makes its
+# certificates, runs _output/bin/scaleplane-webhook on 127.0.0.1 and registers
+# artifacts/deploy/webhook's configuration pointed at it; it writes its pid in
+# the format of hack/lib/local.sh, so hack/local-down.sh stops it too. Skipped,
+# saying so, while the binary or that script does not exist.
+# ---------------------------------------------------------------------------
+install_webhook() {
+  local script="${SCALEPLANE_ROOT}/hack/local-up-webhook.sh"
+  if [[ ! -x "${SCALEPLANE_BIN_DIR}/scaleplane-webhook" || ! -x "${script}" ]]; then
+    scaleplane::log "webhook: skipped (needs ${SCALEPLANE_BIN_DIR}/scaleplane-webhook and ${script})"
+    return
+  fi
+  SCALEPLANE_LOCAL_KUBECONFIG="${KUBECONFIG_PATH}" SCALEPLANE_LOCAL_WEBHOOK_PORT="${WEBHOOK_PORT}" "${script}" start
+}
+# --------------------------- end of webhook section ------------------------
+
+apply_examples() {
+  if ! compgen -G "${SCALEPLANE_ROOT}/artifacts/examples/*.yaml" >/dev/null \
+      && ! compgen -G "${SCALEPLANE_ROOT}/artifacts/examples/*/*.yaml" >/dev/null; then
+    scaleplane::log "no examples in artifacts/examples yet"
+    return
+  fi
+  "${KUBECTL[@]}" apply --recursive -f "${SCALEPLANE_ROOT}/artifacts/examples/"
+}
+
+main() {
+  require_binaries
+  mkdir -p "${LOCAL_DIR}" "${LOCAL_PIDS}" "${LOCAL_LOGS}"
+  make_certs
+  write_kubeconfig
+
+  local::ensure etcd start_etcd
+  local::ensure kube-apiserver start_apiserver
+  local::ensure kube-controller-manager start_kcm
+  local::ensure kube-scheduler start_scheduler
+  local::ensure kwok start_kwok
+  create_nodes
+  install_crds
+  local::ensure scaleplane-controller-manager start_controller_manager
+  install_webhook
+  apply_examples
+
+  echo
+  echo "scaleplane local cluster is up (state in ${LOCAL_DIR})."
+  echo "  export KUBECONFIG=${KUBECONFIG_PATH}"
+  echo "  ${SCALEPLANE_BIN_DIR}/kubectl get nodes"
+  echo "Logs:"
+  local log
+  for log in "${LOCAL_LOGS}"/*.log; do
+    echo "  ${log}"
+  done
+  echo "Stop everything with: make local-down (hack/local-down.sh)"
+}
+
+main "$@"
