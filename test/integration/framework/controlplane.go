@@ -100,7 +100,6 @@ const (
 type ControlPlane struct {
 	opts    Options
 	dir     string
-	binDir  string
 	caFile  string
 	saKey   string
 	token   string
@@ -125,10 +124,6 @@ type ControlPlane struct {
 // everything already started has been stopped again. Callers must Stop it;
 // Main does both for a test package.
 func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
-	binDir, err := BinDir()
-	if err != nil {
-		return nil, err
-	}
 	// Fail before starting anything when a binary is missing, naming all of
 	// them, so one `make tools` fixes it.
 	needed := []string{"etcd", "kube-apiserver"}
@@ -153,9 +148,9 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, fmt.Errorf("recording the owner of the control plane directory: %w", err)
 	}
-	cp := &ControlPlane{opts: opts, dir: dir, binDir: binDir}
+	cp := &ControlPlane{opts: opts, dir: dir}
 	if err := cp.start(ctx); err != nil {
-		cp.printLogs(os.Stderr, 60)
+		cp.printLogs(os.Stderr, logTailLines)
 		cp.Stop()
 		return nil, err
 	}
