@@ -72,6 +72,11 @@ func BinDir() (string, error) {
 // built; the message says how to build them.
 var errMissingBinary = errors.New("control plane binary missing")
 
+// Binary returns the path of an executable in BinDir (etcd, kubectl,
+// scaleplane-controller-manager, ...), or an error that tells the developer
+// to run `make tools`.
+func Binary(name string) (string, error) { return binary(name) }
+
 // binary returns the path of an executable in BinDir, or an error that tells
 // the developer to run `make tools`. Tests fail on it, they never skip: a
 // test that silently does not run is worse than one that fails.
@@ -83,7 +88,7 @@ func binary(name string) (string, error) {
 	path := filepath.Join(dir, name)
 	info, err := os.Stat(path)
 	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("%w: %s not found at %s: run `make tools` (hack/install-tools.sh) to build it, or set %s", errMissingBinary, name, path, BinDirEnv)
+		return "", fmt.Errorf("%w: %s not found at %s: run `make tools build` (hack/install-tools.sh builds the control plane) or set %s", errMissingBinary, name, path, BinDirEnv)
 	}
 	return path, nil
 }
