@@ -1,0 +1,304 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package rbac proves the shipped RBAC is enough, and no more than needed:
+// the real scaleplane-controller-manager runs with the token of its service
+// account, bound only by artifacts/deploy/controller-manager/rbac.yaml, and
+// must fire a CronFederatedHPA on a Deployment and an HPA, hold its Lease and
+// record events; and it must not be able to do what it was not given.
+package rbac
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+const (
+	systemNamespace = "scaleplane-system"
+	serviceAccount  = "scaleplane-controller-manager"
+)
+
+func TestMain(m *testing.M) {
+	// The cron-scaler's ClusterRole is an aggregated one: only
+	// kube-controller-manager's clusterrole-aggregation controller fills it.
+	framework.Main(m, framework.Options{
+		KubeControllerManager:            true,
+		KubeControllerManagerControllers: []string{"clusterrole-aggregation"},
+	})
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatalf("locating the repository: %v", err)
+	}
+	return filepath.Join(root, rel)
+}
+
+func binPath(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := framework.BinDir()
+	if err != nil {
+		t.Fatalf("locating _output/bin: %v", err)
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing (run make build): %v", path, err)
+	}
+	return path
+}
+
+// applyManifests applies the shipped namespace, service account and RBAC
+// with the admin credentials, exactly as a cluster admin would.
+func applyManifests(t *testing.T, cp *framework.ControlPlane) {
+	t.Helper()
+	for _, f := range []string{
+		"artifacts/deploy/webhook/namespace.yaml",
+		"artifacts/deploy/controller-manager/serviceaccount.yaml",
+		"artifacts/deploy/controller-manager/rbac.yaml",
+	} {
+		out, err := exec.Command(binPath(t, "kubectl"), "--kubeconfig", cp.KubeconfigPath(), "apply", "-f", repoPath(t, f)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", f, err, out)
+		}
+	}
+}
+
+// serviceAccountConfig returns a REST config and a kubeconfig file that
+// authenticate as the controller manager's service account.
+func serviceAccountConfig(t *testing.T, cp *framework.ControlPlane) (*rest.Config, string) {
+	t.Helper()
+	ctx := context.Background()
+	tr, err := cp.KubeClient().CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, serviceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for %s/%s: %v", systemNamespace, serviceAccount, err)
+	}
+	admin := cp.Config()
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.BearerToken = tr.Status.Token
+
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData, CertificateAuthority: admin.CAFile}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "sa"}
+	kc.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatalf("writing the service account kubeconfig: %v", err)
+	}
+	return cfg, path
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startControllerManager runs the real binary and stops it when the test
+// ends; its log is printed if the test failed.
+func startControllerManager(t *testing.T, kubeconfig string, port int) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "controller-manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("creating the log file: %v", err)
+	}
+	cmd := exec.Command(binPath(t, "scaleplane-controller-manager"),
+		"--kubeconfig", kubeconfig,
+		"--controllers=*",
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace="+systemNamespace,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--port=%d", port),
+		"-v=2",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting scaleplane-controller-manager: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("scaleplane-controller-manager log:\n%s", b)
+			}
+		}
+	})
+}
+
+func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
+	cp := framework.Get(t)
+	ctx := context.Background()
+	applyManifests(t, cp)
+	saConfig, saKubeconfig := serviceAccountConfig(t, cp)
+	saClient := kubernetes.NewForConfigOrDie(saConfig)
+
+	// Least privilege: the service account cannot read Secrets or write
+	// Deployments directly, only their scale subresource.
+	if _, err := saClient.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Errorf("the controller manager's service account can list Secrets")
+	}
+	if err := saClient.AppsV1().Deployments("default").Delete(ctx, "anything", metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("deleting a Deployment as the service account: got %v, want forbidden", err)
+	}
+
+	ns := cp.CreateNamespace(t)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1"}}},
+			},
+		},
+	}
+	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Deployment: %v", err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinReplicas:    ptr.To[int32](1),
+			MaxReplicas:    5,
+		},
+	}
+	if _, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the HPA: %v", err)
+	}
+	for _, c := range []*autoscalingv1alpha1.CronFederatedHPA{
+		cronOn(ns, "scale-web", autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			autoscalingv1alpha1.CronFederatedHPARule{Name: "every-minute", Schedule: "* * * * *", TargetReplicas: ptr.To[int32](3)}),
+		cronOn(ns, "bound-web", autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "web"},
+			autoscalingv1alpha1.CronFederatedHPARule{Name: "every-minute", Schedule: "* * * * *", TargetMinReplicas: ptr.To[int32](2), TargetMaxReplicas: ptr.To[int32](9)}),
+	} {
+		if _, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating CronFederatedHPA %s: %v", c.Name, err)
+		}
+	}
+
+	port := freePort(t)
+	startControllerManager(t, saKubeconfig, port)
+
+	// A "* * * * *" rule fires at the next minute boundary: at most ~60 s.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 100*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		h, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return ptr.Deref(d.Spec.Replicas, 0) == 3 && ptr.Deref(h.Spec.MinReplicas, 0) == 2 && h.Spec.MaxReplicas == 9, nil
+	})
+	if err != nil {
+		t.Fatalf("the controller manager, running with the shipped RBAC, did not scale the Deployment to 3 and the HPA to 2..9: %v", err)
+	}
+
+	// Status was written (cronfederatedhpas/status) and a Normal event
+	// recorded (events), both as the service account.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"scale-web", "bound-web"} {
+			c, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if len(c.Status.ExecutionHistories) == 0 || len(c.Status.ExecutionHistories[0].SuccessfulExecutions) == 0 {
+				return false, nil
+			}
+		}
+		events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeNormal && e.InvolvedObject.Kind == "CronFederatedHPA" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no successful execution in status or no Normal event on the CronFederatedHPAs: %v", err)
+	}
+
+	lease, err := cp.KubeClient().CoordinationV1().Leases(systemNamespace).Get(ctx, "scaleplane-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the leader-election Lease was not created in %s: %v", systemNamespace, err)
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
+		t.Errorf("the Lease has no holder")
+	}
+
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz answered %d", resp.StatusCode)
+	}
+}
+
+func cronOn(ns, name string, ref autoscalingv2.CrossVersionObjectReference, rule autoscalingv1alpha1.CronFederatedHPARule) *autoscalingv1alpha1.CronFederatedHPA {
+	return &autoscalingv1alpha1.CronFederatedHPA{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       autoscalingv1alpha1.CronFederatedHPASpec{ScaleTargetRef: ref, Rules: []autoscalingv1alpha1.CronFederatedHPARule{rule}},
+	}
+}
