@@ -1,0 +1,530 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command cron benchmarks the cron-scaler against a real kube-apiserver and
+// etcd (started with the integration test framework) and the real
+// scaleplane-controller-manager binary, run as a separate process: N
+// CronFederatedHPAs, each on its own Deployment, all due in the same minute.
+//
+// It reports the firing skew (when a watcher sees the Deployment's new
+// replicas, minus the scheduled time), the time until the last one is
+// applied, the API writes per firing (from the apiserver's request metrics),
+// and the controller's RSS and CPU while idle and during the burst (from
+// /proc). See test/bench/README.md.
+//
+//	make tools build && go run ./test/bench/cron -n 1000
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+const namespace = "bench"
+
+type config struct {
+	n          int
+	bin        string
+	managerArg []string
+	idle       time.Duration
+	creators   int
+}
+
+func main() {
+	var cfg config
+	var extra string
+	flag.IntVar(&cfg.n, "n", 1000, "number of CronFederatedHPAs (each with its own Deployment), all due in the same minute")
+	flag.StringVar(&cfg.bin, "controller-manager", "_output/bin/scaleplane-controller-manager", "the scaleplane-controller-manager binary (make build)")
+	flag.StringVar(&extra, "controller-manager-args", "", "extra flags for the controller manager, space separated (e.g. \"--kube-api-qps=2000 --kube-api-burst=4000\")")
+	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
+	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
+	flag.Parse()
+	cfg.managerArg = strings.Fields(extra)
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bin, err := filepath.Abs(cfg.bin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s: %w (run make build)", bin, err)
+	}
+	logf("starting etcd and kube-apiserver")
+	cp, err := framework.Start(ctx, framework.Options{
+		ExtraAPIServerArgs: []string{
+			// Room for the benchmark's own bulk creation next to the burst.
+			"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+
+	restCfg := cp.Config()
+	restCfg.QPS, restCfg.Burst = 5000, 10000
+	kube := kubernetes.NewForConfigOrDie(restCfg)
+	client := versioned.NewForConfigOrDie(restCfg)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	if err := parallel(cfg.n, cfg.creators, func(i int) error {
+		_, err := kube.AppsV1().Deployments(namespace).Create(ctx, deployment(i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("creating Deployments: %w", err)
+	}
+	logf("created %d Deployments in %s", cfg.n, time.Since(start).Round(time.Millisecond))
+
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--kubeconfig=" + cp.KubeconfigPath(), "--controllers=cron-scaler", "--leader-elect=false",
+		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(metricsPort)}, cfg.managerArg...)
+	logPath := filepath.Join(cp.Dir(), "controller-manager.log")
+	manager, err := startManager(bin, args, logPath)
+	if err != nil {
+		return err
+	}
+	defer manager.stop()
+	logf("controller manager pid %d, log %s, args %v", manager.cmd.Process.Pid, logPath, args)
+
+	// The slot: a minute boundary far enough ahead for creating the
+	// CronFederatedHPAs and the controller's first sight of each (one status
+	// write each at the controller's QPS).
+	setup := time.Duration(cfg.n)*time.Second/150 + cfg.idle + 30*time.Second
+	slot := time.Now().Add(setup).Truncate(time.Minute).Add(time.Minute)
+	schedule := fmt.Sprintf("%d %d * * *", slot.UTC().Minute(), slot.UTC().Hour())
+	logf("all rules fire at %s (schedule %q, UTC)", slot.UTC().Format(time.RFC3339), schedule)
+
+	start = time.Now()
+	if err := parallel(cfg.n, cfg.creators, func(i int) error {
+		_, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).Create(ctx, cron(i, schedule), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("creating CronFederatedHPAs: %w", err)
+	}
+	logf("created %d CronFederatedHPAs in %s", cfg.n, time.Since(start).Round(time.Millisecond))
+
+	if err := waitPlanned(ctx, client, cfg.n, slot); err != nil {
+		return err
+	}
+	logf("all %d planned for the slot after %s", cfg.n, time.Since(start).Round(time.Millisecond))
+
+	// Idle: the controller holds every object and waits for the slot.
+	time.Sleep(5 * time.Second)
+	idleWindow := min(cfg.idle, time.Until(slot)-5*time.Second)
+	if idleWindow < 5*time.Second {
+		return fmt.Errorf("only %s left before the slot for the idle measurement; raise the setup margin", time.Until(slot))
+	}
+	cpu0, _ := cpuSeconds(manager.pid())
+	time.Sleep(idleWindow)
+	cpu1, _ := cpuSeconds(manager.pid())
+	idleRSS, _ := procStatus(manager.pid(), "VmRSS")
+	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
+
+	applied, err := watchApplied(ctx, kube, cfg.n)
+	if err != nil {
+		return err
+	}
+	writes0, err := apiserverWrites(ctx, kube)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Until(slot))
+	burstCPU0, _ := cpuSeconds(manager.pid())
+	seen := <-applied
+	allApplied := time.Now()
+	if err := waitRecorded(ctx, client, cfg.n, slot); err != nil {
+		return err
+	}
+	allRecorded := time.Now()
+	burstCPU1, _ := cpuSeconds(manager.pid())
+	// Events are written asynchronously; let them land before counting.
+	time.Sleep(5 * time.Second)
+	writes1, err := apiserverWrites(ctx, kube)
+	if err != nil {
+		return err
+	}
+	peakRSS, _ := procStatus(manager.pid(), "VmHWM")
+	burstRSS, _ := procStatus(manager.pid(), "VmRSS")
+
+	skews := make([]time.Duration, 0, len(seen))
+	for _, at := range seen {
+		skews = append(skews, at.Sub(slot))
+	}
+	sort.Slice(skews, func(i, j int) bool { return skews[i] < skews[j] })
+	fmt.Println()
+	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("controller manager args: %v\n", cfg.managerArg)
+	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
+	fmt.Printf("applied: %d of %d\n", len(skews), cfg.n)
+	if len(skews) > 0 {
+		fmt.Printf("firing skew (watch sees new replicas - scheduled time): p50 %s, p99 %s, max %s\n",
+			pct(skews, 50), pct(skews, 99), skews[len(skews)-1].Round(time.Millisecond))
+	}
+	fmt.Printf("last target applied: %s after the slot; all statuses recorded: %s after the slot\n",
+		allApplied.Sub(slot).Round(time.Millisecond), allRecorded.Sub(slot).Round(time.Millisecond))
+	fmt.Printf("writes during the burst, per firing:\n")
+	total := 0.0
+	for _, k := range sortedKeys(writes1) {
+		d := writes1[k] - writes0[k]
+		if d <= 0 {
+			continue
+		}
+		total += d
+		fmt.Printf("  %-45s %8.0f  %.2f/firing\n", k, d, d/float64(cfg.n))
+	}
+	fmt.Printf("  %-45s %8.0f  %.2f/firing\n", "total", total, total/float64(cfg.n))
+	fmt.Printf("controller RSS: idle %s, after the burst %s, peak %s\n", idleRSS, burstRSS, peakRSS)
+	fmt.Printf("controller CPU: idle %.2f%% of one core (over %s); burst %.2f CPU-seconds over %s (%.0f%% of one core)\n",
+		idleCPU*100, idleWindow.Round(time.Second), burstCPU1-burstCPU0, allRecorded.Sub(slot).Round(time.Millisecond),
+		(burstCPU1-burstCPU0)/allRecorded.Sub(slot).Seconds()*100)
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func deployment(i int) *appsv1.Deployment {
+	name := fmt.Sprintf("web-%05d", i)
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+}
+
+func cron(i int, schedule string) *autoscalingv1alpha1.CronFederatedHPA {
+	return &autoscalingv1alpha1.CronFederatedHPA{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cron-%05d", i)},
+		Spec: autoscalingv1alpha1.CronFederatedHPASpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("web-%05d", i)},
+			Rules: []autoscalingv1alpha1.CronFederatedHPARule{{
+				Name: "burst", Schedule: schedule, TimeZone: ptr.To("UTC"), TargetReplicas: ptr.To[int32](2),
+			}},
+		},
+	}
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// waitPlanned waits until every CronFederatedHPA's status plans the slot.
+func waitPlanned(ctx context.Context, client versioned.Interface, n int, slot time.Time) error {
+	return waitStatus(ctx, client, n, "planned", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
+		return h.NextExecutionTime != nil && h.NextExecutionTime.Time.Equal(slot)
+	}, time.Until(slot))
+}
+
+// waitRecorded waits until every status records the slot as fired.
+func waitRecorded(ctx context.Context, client versioned.Interface, n int, slot time.Time) error {
+	return waitStatus(ctx, client, n, "recorded", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
+		return h.LastScheduleTime != nil && h.LastScheduleTime.Time.Equal(slot) && len(h.SuccessfulExecutions) > 0
+	}, 10*time.Minute)
+}
+
+func waitStatus(ctx context.Context, client versioned.Interface, n int, what string, ok func(*autoscalingv1alpha1.ExecutionHistory) bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		done := 0
+		for i := range list.Items {
+			if h := list.Items[i].Status.ExecutionHistories; len(h) > 0 && ok(&h[0]) {
+				done++
+			}
+		}
+		if done == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d CronFederatedHPAs %s in time", done, n, what)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// watchApplied watches the Deployments and sends, once all n have 2
+// replicas (or after 10 minutes), when the watcher first saw each.
+func watchApplied(ctx context.Context, kube kubernetes.Interface, n int) (<-chan map[string]time.Time, error) {
+	list, err := kube.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	w, err := kube.AppsV1().Deployments(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan map[string]time.Time, 1)
+	go func() {
+		defer w.Stop()
+		seen := map[string]time.Time{}
+		timeout := time.After(10 * time.Minute)
+		for len(seen) < n {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					out <- seen
+					return
+				}
+				d, isDeploy := ev.Object.(*appsv1.Deployment)
+				if ev.Type != watch.Modified || !isDeploy || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+					continue
+				}
+				if _, dup := seen[d.Name]; !dup {
+					seen[d.Name] = time.Now()
+				}
+			case <-timeout:
+				out <- seen
+				return
+			}
+		}
+		out <- seen
+	}()
+	return out, nil
+}
+
+// apiserverWrites reads apiserver_request_total and sums the mutating
+// requests by verb, resource and subresource.
+func apiserverWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
+		if err != nil {
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		key += " " + labels["code"]
+		out[key] += v
+	}
+	return out, sc.Err()
+}
+
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return sorted[i].Round(time.Millisecond)
+}
+
+type managerProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startManager(bin string, args []string, logPath string) (*managerProcess, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &managerProcess{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *managerProcess) pid() int { return p.cmd.Process.Pid }
+
+func (p *managerProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// cpuSeconds reads utime+stime of a process from /proc/<pid>/stat.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(data[strings.LastIndex(string(data), ")")+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	const clockTicks = 100 // USER_HZ on Linux
+	return (utime + stime) / clockTicks, nil
+}
+
+// procStatus returns a field of /proc/<pid>/status, e.g. VmRSS.
+func procStatus(pid int, field string) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.Atoi(strings.Fields(v)[0])
+			return fmt.Sprintf("%.1f MiB", float64(kb)/1024), nil
+		}
+	}
+	return "", fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if line, _, ok := strings.Cut(string(data), "\n"); ok {
+			mem = strings.Join(strings.Fields(line)[1:], " ")
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s memory, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
