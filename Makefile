@@ -36,6 +36,7 @@ verify:
 	hack/verify-gofmt.sh
 	$(GO) vet ./...
 	hack/verify-staticcheck.sh
+	hack/verify-chart.sh
 
 ## test-unit: unit tests only (fake clientsets, fake clock)
 .PHONY: test-unit
@@ -45,7 +46,7 @@ test-unit:
 # The integration tests need only these of the tools (and the scaleplane
 # binaries, which some of them run); building just them keeps a cold
 # `make test` (CI) well inside its time budget.
-TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl
+TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm
 
 ## test-integration: tests against a real etcd + kube-apiserver
 .PHONY: test-integration
@@ -53,9 +54,9 @@ test-integration: build
 	hack/install-tools.sh $(TEST_TOOLS)
 	hack/test-integration.sh
 
-## test: everything CI runs: unit and integration tests
+## test: everything CI runs: verify (generated code, CRDs, chart, linters), unit and integration tests
 .PHONY: test
-test: build
+test: verify build
 	hack/install-tools.sh $(TEST_TOOLS)
 	hack/test-unit.sh
 	hack/test-integration.sh

@@ -29,6 +29,7 @@ TOOLS=(
   "kube-scheduler|kube|./cmd/kube-scheduler"
   "kubectl|kube|./cmd/kubectl"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
+  "helm|helm|helm.sh/helm/v3/cmd/helm"
 )
 
 # A go.work above the repository must not change which versions get built.

@@ -6,11 +6,15 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "${TMP}"' EXIT
 
-CRD_OUTPUT_DIR="${TMP}" "${REPO_ROOT}/hack/update-crdgen.sh"
-if ! diff -Nru "${REPO_ROOT}/artifacts/deploy/crds" "${TMP}" >"${TMP}.diff"; then
-  echo "artifacts/deploy/crds is out of date; run hack/update-crdgen.sh (or make update):" >&2
-  head -n 50 "${TMP}.diff" >&2
-  rm -f "${TMP}.diff"
-  exit 1
-fi
-rm -f "${TMP}.diff"
+mkdir -p "${TMP}/artifacts" "${TMP}/chart"
+CRD_OUTPUT_DIR="${TMP}/artifacts" CHART_CRD_OUTPUT_DIR="${TMP}/chart" "${REPO_ROOT}/hack/update-crdgen.sh"
+status=0
+for pair in "artifacts/deploy/crds:${TMP}/artifacts" "charts/scaleplane/crds:${TMP}/chart"; do
+  dir="${pair%%:*}" generated="${pair#*:}"
+  if ! diff -Nru "${REPO_ROOT}/${dir}" "${generated}" >"${TMP}/diff.txt"; then
+    echo "${dir} is out of date; run hack/update-crdgen.sh (or make update):" >&2
+    head -n 50 "${TMP}/diff.txt" >&2
+    status=1
+  fi
+done
+exit "${status}"

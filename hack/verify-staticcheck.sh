@@ -5,14 +5,11 @@ set -o errexit -o nounset -o pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${REPO_ROOT}"
 
-STATICCHECK="${REPO_ROOT}/_output/bin/staticcheck"
-STAMP="${STATICCHECK}.stamp"
-want=$(cd hack/tools && go list -m -f '{{.Version}}' honnef.co/go/tools)
-if [[ ! -x "${STATICCHECK}" || "$(cat "${STAMP}" 2>/dev/null)" != "${want}" ]]; then
-  mkdir -p "$(dirname "${STATICCHECK}")"
-  (cd hack/tools && go build -o "${STATICCHECK}" honnef.co/go/tools/cmd/staticcheck)
-  echo "${want}" >"${STAMP}"
-fi
+# shellcheck source=lib/init.sh
+source "${REPO_ROOT}/hack/lib/init.sh"
+"${REPO_ROOT}/hack/install-tools.sh" staticcheck
+STATICCHECK="${SCALEPLANE_BIN_DIR}/staticcheck"
+
 # pkg/generated is code-generator's output: its use of deprecated client-go
 # fields is code-generator's to fix, and nobody here may edit it.
 mapfile -t packages < <(go list ./... | grep -v '/pkg/generated/')
