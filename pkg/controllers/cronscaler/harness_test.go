@@ -18,6 +18,8 @@ package cronscaler
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -213,33 +215,33 @@ type scaleStore struct {
 
 func newScaleStore() *scaleStore {
 	s := &scaleStore{fake: &scalefake.FakeScaleClient{}, replicas: map[string]int32{}}
-	s.fake.AddReactor("get", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+	s.fake.AddReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		get := action.(clienttesting.GetAction)
-		key := get.GetResource().Resource + "/" + get.GetName()
-		r, ok := s.replicas[key]
-		if !ok {
-			return true, nil, apierrors.NewNotFound(get.GetResource().GroupResource(), get.GetName())
+		patch := action.(clienttesting.PatchAction)
+		if patch.GetSubresource() != "scale" || patch.GetPatchType() != types.MergePatchType {
+			return true, nil, fmt.Errorf("unexpected %s patch of %s", patch.GetPatchType(), patch.GetSubresource())
 		}
-		// At 0 replicas the spec is empty, as the apiserver returns it.
-		sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: get.GetName(), Namespace: get.GetNamespace(), ResourceVersion: "1"}}
-		if r > 0 {
-			sc.Spec.Replicas = r
-		}
-		return true, sc, nil
-	})
-	s.fake.AddReactor("update", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		update := action.(clienttesting.UpdateAction)
-		sc := update.GetObject().(*autoscalingv1.Scale)
 		if s.conflicts > 0 {
 			s.conflicts--
-			return true, nil, apierrors.NewConflict(update.GetResource().GroupResource(), sc.Name, nil)
+			return true, nil, apierrors.NewConflict(patch.GetResource().GroupResource(), patch.GetName(), nil)
+		}
+		key := patch.GetResource().Resource + "/" + patch.GetName()
+		if _, ok := s.replicas[key]; !ok {
+			return true, nil, apierrors.NewNotFound(patch.GetResource().GroupResource(), patch.GetName())
+		}
+		var body struct {
+			Spec struct {
+				Replicas *int32 `json:"replicas"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(patch.GetPatch(), &body); err != nil || body.Spec.Replicas == nil {
+			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("patch %s does not set spec.replicas", patch.GetPatch()))
 		}
 		s.updates++
-		s.replicas[update.GetResource().Resource+"/"+sc.Name] = sc.Spec.Replicas
+		s.replicas[key] = *body.Spec.Replicas
+		sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: patch.GetName(), Namespace: patch.GetNamespace()}}
+		sc.Spec.Replicas = *body.Spec.Replicas
 		return true, sc, nil
 	})
 	return s

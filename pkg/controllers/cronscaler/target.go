@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -139,32 +140,28 @@ func (c *Controller) apply(ctx context.Context, namespace string, t target, v va
 	return fmt.Errorf("updating %s %s: %w", t.ref.APIVersion, t, err)
 }
 
-// applyScale sets replicas through the scale subresource. It works from 0
-// replicas: it only sets Spec.Replicas on the Scale it read and never reads
-// anything else from its spec, which is empty at 0.
+// applyScale sets replicas through the scale subresource with one merge
+// patch of spec.replicas. A patch needs no read first, so a firing costs one
+// request instead of a GET and an UPDATE, which matters when thousands of
+// rules fire in the same minute; the apiserver applies it atomically, and a
+// patch that changes nothing writes nothing. It works from 0 replicas, where
+// the Scale's spec is empty, because it never reads the spec at all.
 func (c *Controller) applyScale(ctx context.Context, namespace string, t target, v values) error {
-	gr, err := c.groupResource(t)
+	gvr, err := c.groupVersionResource(t)
 	if err != nil {
 		return err
 	}
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, *v.replicas)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := c.scales.Scales(namespace).Get(ctx, gr, t.ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if s.Spec.Replicas == *v.replicas {
-			return nil
-		}
-		s.Spec.Replicas = *v.replicas
-		_, err = c.scales.Scales(namespace).Update(ctx, gr, s, metav1.UpdateOptions{})
+		_, err := c.scales.Scales(namespace).Patch(ctx, gvr, t.ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 }
 
-// groupResource maps the target's kind to its resource. A kind the mapper
+// groupVersionResource maps the target's kind to its resource. A kind the mapper
 // does not know may belong to a CRD installed after discovery was cached:
 // reset the mapper and ask once more.
-func (c *Controller) groupResource(t target) (schema.GroupResource, error) {
+func (c *Controller) groupVersionResource(t target) (schema.GroupVersionResource, error) {
 	gk := schema.GroupKind{Group: t.gv.Group, Kind: t.ref.Kind}
 	mapping, err := c.mapper.RESTMapping(gk, t.gv.Version)
 	if meta.IsNoMatchError(err) {
@@ -173,11 +170,11 @@ func (c *Controller) groupResource(t target) (schema.GroupResource, error) {
 	}
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return schema.GroupResource{}, permanent(fmt.Errorf("the API server serves no kind %s in %s (is its CRD installed?): %w", t.ref.Kind, t.ref.APIVersion, err))
+			return schema.GroupVersionResource{}, permanent(fmt.Errorf("the API server serves no kind %s in %s (is its CRD installed?): %w", t.ref.Kind, t.ref.APIVersion, err))
 		}
-		return schema.GroupResource{}, err
+		return schema.GroupVersionResource{}, err
 	}
-	return mapping.Resource.GroupResource(), nil
+	return mapping.Resource, nil
 }
 
 // setBounds applies min and max to an autoscaler's bounds and reports whether
