@@ -21,7 +21,7 @@ fi
 
 # go list expands the patterns once, so a tree without any package under one
 # of them is not an error, and nothing under test/ sneaks in.
-mapfile -t packages < <(go list ./cmd/... ./pkg/... 2>/dev/null | grep -v '/test/' || true)
+mapfile -t packages < <(go list ./cmd/... ./pkg/... | grep -v '/test/' || true)
 if (( ${#packages[@]} == 0 )); then
   scaleplane::fatal "no Go packages under cmd/ or pkg/"
 fi
