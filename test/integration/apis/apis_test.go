@@ -22,7 +22,6 @@ package apis
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,12 +42,12 @@ func TestMain(m *testing.M) {
 // kubectl runs the project's kubectl against the test control plane.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := framework.BinDir()
+	bin, err := framework.Binary("kubectl")
 	if err != nil {
-		t.Fatalf("locating _output/bin: %v", err)
+		t.Fatal(err)
 	}
 	cp := framework.Get(t)
-	cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", cp.KubeconfigPath()}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", cp.KubeconfigPath()}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -50,13 +50,9 @@ func TestMain(m *testing.M) {
 
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := framework.BinDir()
+	path, err := framework.Binary(name)
 	if err != nil {
-		t.Fatalf("locating _output/bin: %v", err)
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing; run make tools: %v", path, err)
+		t.Fatal(err)
 	}
 	return path
 }

@@ -74,13 +74,9 @@ func repoPath(t *testing.T, rel string) string {
 
 func binPath(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := framework.BinDir()
+	path, err := framework.Binary(name)
 	if err != nil {
-		t.Fatalf("locating _output/bin: %v", err)
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing (run make build): %v", path, err)
+		t.Fatal(err)
 	}
 	return path
 }
