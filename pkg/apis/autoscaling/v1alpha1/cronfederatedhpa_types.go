@@ -28,7 +28,7 @@ import (
 // +kubebuilder:resource:path=cronfederatedhpas,scope=Namespaced,shortName=cronfhpa,categories={karmada-io}
 // +kubebuilder:printcolumn:JSONPath=`.spec.scaleTargetRef.kind`,name=`REFERENCE-KIND`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.spec.scaleTargetRef.name`,name=`REFERENCE-NAME`,type=string
-// +kubebuilder:printcolumn:JSONPath=`.status.executionHistories[0].nextExecutionTime`,name=`NEXT-EXECUTION`,type=date,description="When the first rule fires next"
+// +kubebuilder:printcolumn:JSONPath=`.status.executionHistories[0].nextExecutionTime`,name=`NEXT-EXECUTION`,type=string,description="When the first rule fires next (a timestamp: kubectl shows date columns as ages, which a future time does not have)"
 // +kubebuilder:printcolumn:JSONPath=`.status.executionHistories[0].lastScheduleTime`,name=`LAST-SCHEDULE`,type=date,description="The scheduled time of the first rule's latest firing"
 // +kubebuilder:printcolumn:JSONPath=`.status.executionHistories[0].successfulExecutions[0].appliedReplicas`,name=`LAST-REPLICAS`,type=integer,description="Replicas applied by the first rule's latest successful firing"
 // +kubebuilder:printcolumn:JSONPath=`.status.executionHistories[0].failedExecutions[0].message`,name=`LAST-FAILURE`,type=string,priority=1,description="Why the first rule's latest failed firing failed"
