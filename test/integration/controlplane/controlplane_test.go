@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
@@ -403,12 +404,19 @@ func TestKubeControllerManager(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating deployment: %v", err)
 	}
-	s, err := client.AppsV1().Deployments(ns).GetScale(ctx, deploy.Name, metav1.GetOptions{})
+	// The deployment controller writes the new Deployment (revision
+	// annotation, status) while this test scales it, so a conditional update
+	// can meet a conflict: re-read and retry, as any client must.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := client.AppsV1().Deployments(ns).GetScale(ctx, deploy.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = 3
+		_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, deploy.Name, s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatalf("reading scale: %v", err)
-	}
-	s.Spec.Replicas = 3
-	if _, err := client.AppsV1().Deployments(ns).UpdateScale(ctx, deploy.Name, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("scaling to 3: %v", err)
 	}
 
