@@ -33,16 +33,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -123,19 +120,18 @@ func run(cfg config) error {
 	}
 	logf("created %d Deployments in %s", cfg.n, time.Since(start).Round(time.Millisecond))
 
-	metricsPort, err := freePort()
+	metricsPort, err := framework.FreePort()
 	if err != nil {
 		return err
 	}
 	args := append([]string{"--kubeconfig=" + cp.KubeconfigPath(), "--controllers=cron-scaler", "--leader-elect=false",
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(metricsPort)}, cfg.managerArg...)
-	logPath := filepath.Join(cp.Dir(), "controller-manager.log")
-	manager, err := startManager(bin, args, logPath)
+	manager, err := framework.StartProcess(cp.Dir(), "controller-manager", bin, args)
 	if err != nil {
 		return err
 	}
-	defer manager.stop()
-	logf("controller manager pid %d, log %s, args %v", manager.cmd.Process.Pid, logPath, args)
+	defer manager.Stop(10 * time.Second)
+	logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
 
 	// The slot: a minute boundary far enough ahead for creating the
 	// CronFederatedHPAs and the controller's first sight of each (one status
@@ -165,10 +161,10 @@ func run(cfg config) error {
 	if idleWindow < 5*time.Second {
 		return fmt.Errorf("only %s left before the slot for the idle measurement; raise the setup margin", time.Until(slot))
 	}
-	cpu0, _ := cpuSeconds(manager.pid())
+	cpu0, _ := cpuSeconds(manager.Pid())
 	time.Sleep(idleWindow)
-	cpu1, _ := cpuSeconds(manager.pid())
-	idleRSS, _ := procStatus(manager.pid(), "VmRSS")
+	cpu1, _ := cpuSeconds(manager.Pid())
+	idleRSS, _ := procStatus(manager.Pid(), "VmRSS")
 	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
 
 	applied, err := watchApplied(ctx, kube, cfg.n)
@@ -180,22 +176,22 @@ func run(cfg config) error {
 		return err
 	}
 	time.Sleep(time.Until(slot))
-	burstCPU0, _ := cpuSeconds(manager.pid())
+	burstCPU0, _ := cpuSeconds(manager.Pid())
 	seen := <-applied
 	allApplied := time.Now()
 	if err := waitRecorded(ctx, client, cfg.n, slot); err != nil {
 		return err
 	}
 	allRecorded := time.Now()
-	burstCPU1, _ := cpuSeconds(manager.pid())
+	burstCPU1, _ := cpuSeconds(manager.Pid())
 	// Events are written asynchronously; let them land before counting.
 	time.Sleep(5 * time.Second)
 	writes1, err := apiserverWrites(ctx, kube)
 	if err != nil {
 		return err
 	}
-	peakRSS, _ := procStatus(manager.pid(), "VmHWM")
-	burstRSS, _ := procStatus(manager.pid(), "VmRSS")
+	peakRSS, _ := procStatus(manager.Pid(), "VmHWM")
+	burstRSS, _ := procStatus(manager.Pid(), "VmRSS")
 
 	skews := make([]time.Duration, 0, len(seen))
 	for _, at := range seen {
@@ -435,43 +431,6 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[i].Round(time.Millisecond)
 }
 
-type managerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startManager(bin string, args []string, logPath string) (*managerProcess, error) {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &managerProcess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *managerProcess) pid() int { return p.cmd.Process.Pid }
-
-func (p *managerProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
 // cpuSeconds reads utime+stime of a process from /proc/<pid>/stat.
 func cpuSeconds(pid int) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -499,15 +458,6 @@ func procStatus(pid int, field string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func machine() string {

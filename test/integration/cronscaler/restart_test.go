@@ -19,9 +19,7 @@ package cronscaler
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,66 +30,23 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// buildControllerManager builds the real scaleplane-controller-manager, as
-// `make build` does, into a temporary directory, so the test never runs a
-// stale binary.
-func buildControllerManager(t *testing.T) string {
+// startManager runs the real binary (built by `make build`, which `make
+// test` runs first) against the test control plane: only the cron-scaler,
+// without leader election and without its HTTP server. Every run appends to
+// one log in dir. The process is killed when the test ends if it still runs.
+func startManager(t *testing.T, dir, kubeconfig string) *framework.Process {
 	t.Helper()
-	root, err := framework.RepoRoot()
+	bin, err := framework.Binary("scaleplane-controller-manager")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "scaleplane-controller-manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/controller-manager")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building scaleplane-controller-manager: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// managerProcess is one run of the controller manager binary.
-type managerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startManager runs the binary against the test control plane, only the
-// cron-scaler, without leader election and without its HTTP server. The
-// process is killed when the test ends if it is still running.
-func startManager(t *testing.T, bin, kubeconfig, logFile string) *managerProcess {
-	t.Helper()
-	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := framework.StartProcess(dir, "controller-manager", bin,
+		[]string{"--kubeconfig=" + kubeconfig, "--controllers=cron-scaler", "--leader-elect=false", "--port=0", "-v=2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--controllers=cron-scaler", "--leader-elect=false", "--port=0", "-v=2")
-	cmd.Stdout, cmd.Stderr = log, log
-	// Die with the test binary, whatever kills it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	p := &managerProcess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(p.done)
-	}()
-	t.Cleanup(p.kill)
+	t.Cleanup(p.Kill)
 	return p
-}
-
-// kill ends the process the way a crash or an evicted pod does: SIGKILL, no
-// graceful shutdown.
-func (p *managerProcess) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
 }
 
 // TestRestartAppliesMissedSlotOnce kills the controller manager before a
@@ -101,11 +56,10 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 	ctx := context.Background()
 	cp := framework.Get(t)
 	ns := cp.CreateNamespace(t)
-	bin := buildControllerManager(t)
-	logFile := filepath.Join(t.TempDir(), "controller-manager.log")
+	logDir := t.TempDir()
 	t.Cleanup(func() {
 		if t.Failed() {
-			if out, err := os.ReadFile(logFile); err == nil {
+			if out, err := os.ReadFile(filepath.Join(logDir, "controller-manager.log")); err == nil {
 				t.Logf("controller manager log:\n%s", out)
 			}
 		}
@@ -122,12 +76,12 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	first := startManager(t, bin, cp.KubeconfigPath(), logFile)
+	first := startManager(t, logDir, cp.KubeconfigPath())
 	h := waitForStatus(ctx, t, cp, ns, "restart", 60*time.Second, "a planned next execution", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
 		return h.NextExecutionTime != nil
 	})
 	slot := h.NextExecutionTime.Time
-	first.kill()
+	first.Kill()
 	if until := time.Until(slot); until < 2*time.Second {
 		t.Fatalf("the controller manager was killed only %v before the slot %v; the test needs more margin", until, slot)
 	}
@@ -139,7 +93,7 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 		t.Fatalf("replicas = %d while the controller manager was down", got)
 	}
 
-	second := startManager(t, bin, cp.KubeconfigPath(), logFile)
+	second := startManager(t, logDir, cp.KubeconfigPath())
 	h = waitForStatus(ctx, t, cp, ns, "restart", 30*time.Second, "the missed slot applied", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
 		return len(h.SuccessfulExecutions) > 0
 	})
@@ -163,8 +117,8 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	second.kill()
-	startManager(t, bin, cp.KubeconfigPath(), logFile)
+	second.Kill()
+	startManager(t, logDir, cp.KubeconfigPath())
 	time.Sleep(5 * time.Second)
 	if time.Now().After(slot.Add(55 * time.Second)) {
 		t.Fatalf("too close to the next slot to tell a repeat from the next firing")

@@ -24,9 +24,7 @@ package rbac
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -124,53 +122,27 @@ func serviceAccountConfig(t *testing.T, cp *framework.ControlPlane) (*rest.Confi
 	return cfg, path
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startControllerManager runs the real binary and stops it when the test
-// ends; its log is printed if the test failed.
+// startControllerManager runs the real binary with every controller and
+// leader election on, stops it when the test ends, and prints its log if the
+// test failed.
 func startControllerManager(t *testing.T, kubeconfig string, port int) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "controller-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatalf("creating the log file: %v", err)
-	}
-	cmd := exec.Command(binPath(t, "scaleplane-controller-manager"),
+	p, err := framework.StartProcess(t.TempDir(), "controller-manager", binPath(t, "scaleplane-controller-manager"), []string{
 		"--kubeconfig", kubeconfig,
 		"--controllers=*",
 		"--leader-elect=true",
-		"--leader-elect-resource-namespace="+systemNamespace,
+		"--leader-elect-resource-namespace=" + systemNamespace,
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--port=%d", port),
 		"-v=2",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	})
+	if err != nil {
 		t.Fatalf("starting scaleplane-controller-manager: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
+		p.Stop(15 * time.Second)
 		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("scaleplane-controller-manager log:\n%s", b)
-			}
+			t.Logf("scaleplane-controller-manager log:\n%s", p.Tail(200))
 		}
 	})
 }
@@ -228,11 +200,14 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 		}
 	}
 
-	port := freePort(t)
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	startControllerManager(t, saKubeconfig, port)
 
 	// A "* * * * *" rule fires at the next minute boundary: at most ~60 s.
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 100*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 100*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err

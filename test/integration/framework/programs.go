@@ -1,0 +1,79 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package framework
+
+import (
+	"syscall"
+	"time"
+)
+
+// Process is a program a test or benchmark runs next to the control plane
+// (the real scaleplane-controller-manager, say), under the same rules as the
+// control plane's own processes: output appended to <dir>/<name>.log, its own
+// process group, and killed by the kernel when the test binary dies.
+type Process struct {
+	p *process
+}
+
+// StartProcess runs binary with args, logging to dir/name.log. Starting the
+// same name in the same dir again appends to the same log, so a restarted
+// program keeps one history.
+func StartProcess(dir, name, binary string, args []string) (*Process, error) {
+	p, err := startProcess(dir, name, binary, args)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
+
+// LogPath is where the process's stdout and stderr go.
+func (p *Process) LogPath() string { return p.p.logPath }
+
+// Tail returns the last n lines of the process's log.
+func (p *Process) Tail(n int) string { return p.p.tail(n) }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	exited, _ := p.p.exited()
+	return exited
+}
+
+// Stop asks the process to terminate (SIGTERM) and kills it if it is still
+// running after grace. Safe to call more than once.
+func (p *Process) Stop(grace time.Duration) { p.p.stop(grace) }
+
+// Kill ends the process the way a crash or an evicted pod does: SIGKILL, no
+// graceful shutdown. It returns once the process has exited.
+func (p *Process) Kill() {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	<-p.p.done
+}
+
+// FreePort returns a port on 127.0.0.1 that was free when asked.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
