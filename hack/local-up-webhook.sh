@@ -23,32 +23,16 @@
 set -o errexit -o nounset -o pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+# Pids, logs, ports and the start/stop/wait helpers are hack/local-up.sh's,
+# so the webhook is one more component to it and to hack/local-down.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/local.sh"
 
-LOCAL_DIR="${SCALEPLANE_ROOT}/_output/local"
+NAME="scaleplane-webhook"
 CERT_DIR="${LOCAL_DIR}/webhook"
-PID_FILE="${LOCAL_DIR}/pids/scaleplane-webhook.pid"
-LOG_FILE="${LOCAL_DIR}/logs/scaleplane-webhook.log"
-KUBECONFIG_PATH="${SCALEPLANE_LOCAL_KUBECONFIG:-${LOCAL_DIR}/kubeconfig}"
-PORT="${SCALEPLANE_LOCAL_WEBHOOK_PORT:-19443}"
-BIN="${SCALEPLANE_ROOT}/_output/bin/scaleplane-webhook"
-KUBECTL="${SCALEPLANE_BIN_DIR}/kubectl"
+KUBECONFIG_PATH="${SCALEPLANE_LOCAL_KUBECONFIG:-${KUBECONFIG_PATH}}"
+PORT="${WEBHOOK_PORT}"
+BIN="${SCALEPLANE_BIN_DIR}/scaleplane-webhook"
 MANIFEST="${SCALEPLANE_ROOT}/artifacts/deploy/webhook/validatingwebhookconfiguration.yaml"
-
-# kube-apiserver and the health probe talk to 127.0.0.1 directly.
-export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,${NO_PROXY}}"
-export no_proxy="${NO_PROXY}"
-
-# webhook_pid prints the pid of the running webhook, or fails. The pid file is
-# checked against the process's argv[0], as pids are reused.
-webhook_pid() {
-  local pid bin argv0
-  [[ -f "${PID_FILE}" ]] || return 1
-  read -r pid bin < "${PID_FILE}" || return 1
-  [[ -n "${pid}" && -r "/proc/${pid}/cmdline" ]] || return 1
-  argv0="$(tr '\0' '\n' < "/proc/${pid}/cmdline" | head -n1)"
-  [[ "${argv0}" == "${bin}" ]] || return 1
-  echo "${pid}"
-}
 
 make_certs() {
   mkdir -p "${CERT_DIR}"
@@ -83,20 +67,8 @@ make_certs() {
 }
 
 start_webhook() {
-  local pid
-  if pid="$(webhook_pid)"; then
-    scaleplane::log "webhook: already running (pid ${pid})"
-    return
-  fi
-  mkdir -p "$(dirname "${PID_FILE}")" "$(dirname "${LOG_FILE}")"
-  echo "### $(date -u +'%Y-%m-%dT%H:%M:%SZ') ${BIN}" >> "${LOG_FILE}"
-  # A session of its own, so that a Ctrl-C in the terminal or the end of
-  # `make` does not reach it.
-  setsid "${BIN}" --bind-address=127.0.0.1 --secure-port="${PORT}" \
-    --tls-cert-file="${CERT_DIR}/tls.crt" --tls-private-key-file="${CERT_DIR}/tls.key" \
-    >> "${LOG_FILE}" 2>&1 < /dev/null &
-  echo "$! ${BIN}" > "${PID_FILE}"
-  scaleplane::log "webhook: started (pid $!), log ${LOG_FILE}"
+  local::start "${NAME}" "${BIN}" --bind-address=127.0.0.1 --secure-port="${PORT}" \
+    --tls-cert-file="${CERT_DIR}/tls.crt" --tls-private-key-file="${CERT_DIR}/tls.key"
 }
 
 # healthz checks /healthz over TLS, verifying the certificate against the CA.
@@ -104,25 +76,9 @@ healthz() {
   if command -v curl >/dev/null; then
     curl --silent --fail --max-time 2 --cacert "${CERT_DIR}/ca.crt" "https://127.0.0.1:${PORT}/healthz"
   else
-    "${KUBECTL}" --kubeconfig=/dev/null --server="https://127.0.0.1:${PORT}" \
+    "${SCALEPLANE_BIN_DIR}/kubectl" --kubeconfig=/dev/null --server="https://127.0.0.1:${PORT}" \
       --certificate-authority="${CERT_DIR}/ca.crt" get --raw /healthz
   fi
-}
-
-wait_healthy() {
-  local deadline=$((SECONDS + 30))
-  until healthz >/dev/null 2>&1; do
-    if ! webhook_pid >/dev/null; then
-      tail -n 20 "${LOG_FILE}" >&2 || true
-      scaleplane::fatal "scaleplane-webhook exited; log: ${LOG_FILE}"
-    fi
-    if (( SECONDS >= deadline )); then
-      tail -n 20 "${LOG_FILE}" >&2 || true
-      scaleplane::fatal "scaleplane-webhook not healthy after 30s; log: ${LOG_FILE}"
-    fi
-    sleep 0.5
-  done
-  scaleplane::log "webhook: healthy on https://127.0.0.1:${PORT}"
 }
 
 # local_configuration prints the ValidatingWebhookConfiguration with each
@@ -153,41 +109,23 @@ local_configuration() {
 
 apply_configuration() {
   [[ -f "${KUBECONFIG_PATH}" ]] || scaleplane::fatal "no kubeconfig at ${KUBECONFIG_PATH}: start the cluster with hack/local-up.sh"
-  local_configuration | "${KUBECTL}" --kubeconfig="${KUBECONFIG_PATH}" apply -f - >/dev/null
+  local_configuration | "${SCALEPLANE_BIN_DIR}/kubectl" --kubeconfig="${KUBECONFIG_PATH}" apply -f - >/dev/null
   scaleplane::log "webhook: ValidatingWebhookConfiguration scaleplane-webhook points at https://127.0.0.1:${PORT}"
-}
-
-stop_webhook() {
-  local pid i
-  if ! pid="$(webhook_pid)"; then
-    rm -f "${PID_FILE}"
-    return
-  fi
-  kill -TERM "${pid}" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "${pid}" 2>/dev/null || break
-    sleep 0.2
-  done
-  if kill -0 "${pid}" 2>/dev/null; then
-    scaleplane::log "webhook: did not stop in 20s, killing it"
-    kill -KILL "${pid}" 2>/dev/null || true
-  fi
-  rm -f "${PID_FILE}"
-  scaleplane::log "webhook: stopped (pid ${pid})"
 }
 
 main() {
   case "${1:-start}" in
     start)
       [[ -x "${BIN}" ]] || scaleplane::fatal "no ${BIN}: run \`make build\`"
-      [[ -x "${KUBECTL}" ]] || scaleplane::fatal "no ${KUBECTL}: run \`make tools\`"
+      [[ -x "${SCALEPLANE_BIN_DIR}/kubectl" ]] || scaleplane::fatal "no ${SCALEPLANE_BIN_DIR}/kubectl: run \`make tools\`"
       command -v openssl >/dev/null || scaleplane::fatal "openssl is needed for the certificates: apt-get install -y openssl"
       make_certs
-      start_webhook
-      wait_healthy
+      mkdir -p "${LOCAL_PIDS}" "${LOCAL_LOGS}"
+      local::ensure "${NAME}" start_webhook
+      local::wait_cmd "${NAME}" 30 healthz
       apply_configuration
       ;;
-    stop) stop_webhook ;;
+    stop) local::stop "${NAME}" ;;
     print-configuration) local_configuration ;;
     *) scaleplane::fatal "usage: $0 [start|stop|print-configuration]" ;;
   esac
