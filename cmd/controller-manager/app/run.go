@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -41,10 +40,8 @@ var resourcePollInterval = 10 * time.Second
 // that waits for its CRD does not hold back the others.
 func runControllers(ctx context.Context, controllerCtx ControllerContext, descriptors map[string]*ControllerDescriptor, enabled []string, checks *healthChecks) {
 	logger := klog.FromContext(ctx)
-	names := KnownControllers(descriptors)
-	sort.Strings(names)
 	var wg sync.WaitGroup
-	for _, name := range names {
+	for _, name := range KnownControllers(descriptors) {
 		d := descriptors[name]
 		if !IsControllerEnabled(d, enabled) {
 			logger.Info("Controller is disabled", "controller", name)

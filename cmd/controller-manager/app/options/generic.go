@@ -19,6 +19,7 @@ package options
 import (
 	"fmt"
 	"net"
+	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -81,7 +82,7 @@ func controllersHelp(allControllers, disabledByDefault []string, aliases map[str
 		for alias, name := range aliases {
 			pairs = append(pairs, alias+" ("+name+")")
 		}
-		sortStrings(pairs)
+		sort.Strings(pairs)
 		help += fmt.Sprintf("\nAliases: %s", strings.Join(pairs, ", "))
 	}
 	return help

@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -53,9 +53,9 @@ func NewOptions() *Options {
 		Generic: NewGenericOptions(),
 		LeaderElection: &componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
-			LeaseDuration:     metav1Duration(15 * time.Second),
-			RenewDeadline:     metav1Duration(10 * time.Second),
-			RetryPeriod:       metav1Duration(2 * time.Second),
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
 			ResourceLock:      "leases",
 			ResourceName:      ControllerManagerName,
 			ResourceNamespace: "kube-system",
@@ -122,9 +122,4 @@ func knownNames(allControllers []string, aliases map[string]string) string {
 		s.Insert(alias)
 	}
 	return strings.Join(sets.List(s), ", ")
-}
-
-// PrintFlags logs every flag at start-up, so a log shows how the process ran.
-func PrintFlags(fs *pflag.FlagSet, log func(name, value string)) {
-	fs.VisitAll(func(f *pflag.Flag) { log(f.Name, f.Value.String()) })
 }
