@@ -22,11 +22,14 @@ rm -f "${OUTPUT_DIR}"/*.yaml "${CHART_DIR}"/*.yaml
 # descriptions to stay well under etcd's object size limit. It is still larger
 # than client-side apply's 256 KiB annotation limit: apply it with
 # `kubectl apply --server-side`. The other groups keep their descriptions for
-# kubectl explain.
+# kubectl explain. generateEmbeddedObjectMeta keeps the pod templates'
+# metadata (labels, annotations) in the schema, as upstream LWS's CRD does;
+# without it the apiserver rejects every real LeaderWorkerSet (strict decoding:
+# unknown field "metadata.labels").
 "${CONTROLLER_GEN}" crd:crdVersions=v1 \
   paths=./pkg/apis/autoscaling/... paths=./pkg/apis/scaleplane/... \
   output:crd:dir="${OUTPUT_DIR}"
-"${CONTROLLER_GEN}" crd:crdVersions=v1,maxDescLen=0 \
+"${CONTROLLER_GEN}" crd:crdVersions=v1,maxDescLen=0,generateEmbeddedObjectMeta=true \
   paths=./pkg/apis/leaderworkerset/... \
   output:crd:dir="${OUTPUT_DIR}"
 cp "${OUTPUT_DIR}"/*.yaml "${CHART_DIR}"/

@@ -26,10 +26,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
+	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 
 	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
@@ -48,6 +50,11 @@ type ControllerContext struct {
 	Client versioned.Interface
 	// DynamicClient reaches any resource, for targets known only at run time.
 	DynamicClient dynamic.Interface
+	// MetadataClient reads and watches objects as metadata only, for
+	// controllers that need to count objects without caching them whole.
+	MetadataClient metadata.Interface
+	// MetricsClient reads the resource metrics API (metrics.k8s.io).
+	MetricsClient metricsclientset.Interface
 	// InformerFactory is the shared informer factory of the built-in APIs.
 	InformerFactory kubeinformers.SharedInformerFactory
 	// ScaleplaneInformerFactory is the shared informer factory of the
@@ -82,6 +89,14 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("building the dynamic client: %w", err)
 	}
+	metadataClient, err := metadata.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the metadata client: %w", err)
+	}
+	metricsClient, err := metricsclientset.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the metrics client: %w", err)
+	}
 	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("building the discovery client: %w", err)
@@ -98,6 +113,8 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		KubeClient:                kubeClient,
 		Client:                    client,
 		DynamicClient:             dynamicClient,
+		MetadataClient:            metadataClient,
+		MetricsClient:             metricsClient,
 		InformerFactory:           kubeinformers.NewSharedInformerFactory(kubeClient, resync),
 		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, resync),
 		RESTMapper:                mapper,

@@ -42,6 +42,8 @@ type Options struct {
 	Generic        *GenericOptions
 	LeaderElection *componentbaseconfig.LeaderElectionConfiguration
 	CronScaler     *CronScalerOptions
+	HPAGenerator   *HPAGeneratorOptions
+	Resizer        *ResizerOptions
 	Logs           *logs.Options
 	// ShowVersion prints the version and exits.
 	ShowVersion bool
@@ -60,8 +62,10 @@ func NewOptions() *Options {
 			ResourceName:      ControllerManagerName,
 			ResourceNamespace: "kube-system",
 		},
-		CronScaler: NewCronScalerOptions(),
-		Logs:       logs.NewOptions(),
+		CronScaler:   NewCronScalerOptions(),
+		HPAGenerator: NewHPAGeneratorOptions(),
+		Resizer:      NewResizerOptions(),
+		Logs:         logs.NewOptions(),
 	}
 }
 
@@ -74,6 +78,8 @@ func (o *Options) Flags(allControllers, disabledByDefault []string, aliases map[
 	o.Generic.AddFlags(fss.FlagSet("generic"), allControllers, disabledByDefault, aliases)
 	componentbaseoptions.BindLeaderElectionFlags(o.LeaderElection, fss.FlagSet("leader election"))
 	o.CronScaler.AddFlags(fss.FlagSet("cron-scaler controller"))
+	o.HPAGenerator.AddFlags(fss.FlagSet("hpa-generator controller"))
+	o.Resizer.AddFlags(fss.FlagSet("resizer controller"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	fss.FlagSet("global").BoolVar(&o.ShowVersion, "version", false, "Print version information and quit.")
 	return fss
@@ -86,6 +92,8 @@ func (o *Options) Validate(allControllers []string, aliases map[string]string) e
 	errs = append(errs, o.Generic.Validate(allControllers, aliases)...)
 	errs = append(errs, validateLeaderElection(o.LeaderElection)...)
 	errs = append(errs, o.CronScaler.Validate()...)
+	errs = append(errs, o.HPAGenerator.Validate()...)
+	errs = append(errs, o.Resizer.Validate()...)
 	if logErrs := logsapi.Validate(o.Logs, nil, nil); len(logErrs) > 0 {
 		errs = append(errs, logErrs.ToAggregate())
 	}

@@ -32,6 +32,7 @@ import (
 // +kubebuilder:printcolumn:JSONPath=`.spec.containerName`,name=`CONTAINER`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.spec.scalingMode`,name=`MODE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.status.clusterSize`,name=`CLUSTER-SIZE`,type=integer
+// +kubebuilder:printcolumn:JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`,name=`UP-TO-DATE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.status.lastChangeTime`,name=`LAST-CHANGE`,type=date
 // +kubebuilder:printcolumn:JSONPath=`.metadata.creationTimestamp`,name=`AGE`,type=date
 
@@ -229,12 +230,61 @@ type AddonResizerStatus struct {
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
 
+	// PendingResize is a change the resizer has decided on and holds back
+	// until scaleUpDelay or scaleDownDelay has passed. It is kept in status,
+	// not in the controller's memory, so a restart does not reset the clock.
+	// Nil when the container is within the threshold of the recommendation.
+	// +optional
+	PendingResize *PendingResize `json:"pendingResize,omitempty"`
+
 	// Conditions tell whether the target was found and resized.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// ResizeDirection tells whether a pending change raises or cuts resources.
+// +kubebuilder:validation:Enum={Up,Down}
+type ResizeDirection string
+
+// The directions of a pending change.
+const (
+	// ResizeUp raises at least one managed request or limit; scaleUpDelay
+	// applies.
+	ResizeUp ResizeDirection = "Up"
+	// ResizeDown only cuts managed requests or limits; scaleDownDelay applies.
+	ResizeDown ResizeDirection = "Down"
+)
+
+// PendingResize is a change held back by a delay.
+type PendingResize struct {
+	// Direction is Up when the change raises any managed value, else Down.
+	// +required
+	Direction ResizeDirection `json:"direction"`
+
+	// Since is when the recommendation first left the threshold band in this
+	// direction, with no break since. The change is applied at Since plus the
+	// direction's delay.
+	// +required
+	Since metav1.Time `json:"since"`
+}
+
+// Condition types of an AddonResizer.
+const (
+	// ConditionTargetFound is True when the target workload exists.
+	ConditionTargetFound = "TargetFound"
+	// ConditionContainerFound is True when the target's pod template has the
+	// container.
+	ConditionContainerFound = "ContainerFound"
+	// ConditionMetricsAvailable is True when the metrics API answered (source
+	// Metrics only).
+	ConditionMetricsAvailable = "MetricsAvailable"
+	// ConditionUpToDate is True when the container's resources are within the
+	// threshold of the recommendation; False with reason Postponed while a
+	// delay holds a change back.
+	ConditionUpToDate = "UpToDate"
+)
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
