@@ -15,13 +15,17 @@ KCM_PORT="${SCALEPLANE_LOCAL_KCM_PORT:-10257}"
 SCHEDULER_PORT="${SCALEPLANE_LOCAL_SCHEDULER_PORT:-10259}"
 CM_PORT="${SCALEPLANE_LOCAL_CM_PORT:-10358}"
 WEBHOOK_PORT="${SCALEPLANE_LOCAL_WEBHOOK_PORT:-19443}"
+# kwok serves its emulated kubelets (resource metrics included) on one port
+# that every fake node reports as its kubelet port.
+KWOK_PORT="${SCALEPLANE_LOCAL_KWOK_PORT:-10247}"
+METRICS_SERVER_PORT="${SCALEPLANE_LOCAL_METRICS_SERVER_PORT:-14443}"
 SERVICE_CIDR="10.96.0.0/16"
 SERVICE_IP="10.96.0.1"
 
 KUBECTL=("${SCALEPLANE_BIN_DIR}/kubectl" --kubeconfig="${KUBECONFIG_PATH}")
 
 # Start order; local-down stops in reverse.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok scaleplane-controller-manager scaleplane-webhook)
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server scaleplane-controller-manager scaleplane-webhook)
 
 # Loopback must never go through an HTTP proxy (apiserver -> webhook, kwok,
 # kubectl -> apiserver).
@@ -36,7 +40,8 @@ local::pid() {
   [[ -f "${file}" ]] || return 1
   read -r pid bin < "${file}" || return 1
   [[ -n "${pid}" && -r "/proc/${pid}/cmdline" ]] || return 1
-  argv0="$(tr '\0' '\n' < "/proc/${pid}/cmdline" | head -n1)"
+  # read stops at the first NUL: argv[0], without a pipe.
+  IFS= read -r -d '' argv0 < "/proc/${pid}/cmdline" || [[ -n "${argv0}" ]] || return 1
   [[ "${argv0}" == "${bin}" ]] || return 1
   echo "${pid}"
 }
@@ -62,8 +67,37 @@ local::start() {
   # setsid does not fork here (a background job of a script is not a process
   # group leader), so $! is the component's own pid.
   setsid "${bin}" "$@" >> "${log}" 2>&1 < /dev/null &
-  echo "$! ${bin}" > "${LOCAL_PIDS}/${name}.pid"
-  scaleplane::log "${name}: started (pid $!), log ${log}"
+  local pid=$!
+  echo "${pid} ${bin}" > "${LOCAL_PIDS}/${name}.pid"
+  local::wait_exec "${name}" "${pid}" "${bin}"
+  scaleplane::log "${name}: started (pid ${pid}), log ${log}"
+}
+
+# local::wait_exec waits until pid runs bin. Right after the fork the child
+# is still a copy of this shell, then setsid, then bin: on a loaded machine
+# that takes a while, and local::pid (which checks argv[0]) would call a
+# component that is merely starting "exited". A child that dies before it
+# gets there (bin missing, say) ends the wait too; local::wait_cmd reports it.
+local::wait_exec() {
+  local name="$1" pid="$2" bin="$3" argv0 i
+  for ((i = 0; i < 600; i++)); do
+    [[ -r "/proc/${pid}/cmdline" ]] || return 0
+    argv0=""
+    IFS= read -r -d '' argv0 < "/proc/${pid}/cmdline" 2>/dev/null || true
+    [[ "${argv0}" == "${bin}" ]] && return 0
+    sleep 0.05
+  done
+  scaleplane::log "${name}: pid ${pid} has not started ${bin} after 30s"
+}
+
+# local::has_flag succeeds if the binary's --help lists --name. The help text
+# is read whole before it is searched: piping it into `grep -q` lets grep exit
+# at the first match, the binary then dies of SIGPIPE, and under pipefail the
+# flag would be reported missing (about 1 run in 10).
+local::has_flag() {
+  local bin="$1" name="$2" help
+  help="$("${bin}" --help 2>&1)" || true
+  grep -qE -- "--${name}[ =]" <<<"${help}"
 }
 
 # local::stop terminates a component (its whole session) and waits for it.
