@@ -46,7 +46,7 @@ test-unit:
 # The integration tests need only these of the tools (and the scaleplane
 # binaries, which some of them run); building just them keeps a cold
 # `make test` (CI) well inside its time budget.
-TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm
+TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server
 
 ## test-integration: tests against a real etcd + kube-apiserver
 .PHONY: test-integration

@@ -29,6 +29,7 @@ TOOLS=(
   "kube-scheduler|kube|./cmd/kube-scheduler"
   "kubectl|kube|./cmd/kubectl"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
+  "metrics-server|metrics-server|sigs.k8s.io/metrics-server/cmd/metrics-server"
   "helm|helm|helm.sh/helm/v3/cmd/helm"
 )
 

@@ -23,7 +23,7 @@ if [[ -d "${LOCAL_PIDS}" ]]; then
 fi
 
 busy=()
-for port in "${ETCD_PORT}" "${ETCD_PEER_PORT}" "${APISERVER_PORT}" "${KCM_PORT}" "${SCHEDULER_PORT}" "${CM_PORT}" "${WEBHOOK_PORT}"; do
+for port in "${ETCD_PORT}" "${ETCD_PEER_PORT}" "${APISERVER_PORT}" "${KCM_PORT}" "${SCHEDULER_PORT}" "${CM_PORT}" "${WEBHOOK_PORT}" "${KWOK_PORT}" "${METRICS_SERVER_PORT}"; do
   if local::port_open "${port}"; then
     busy+=("${port}")
   fi

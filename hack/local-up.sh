@@ -2,7 +2,8 @@
 # Starts a whole local control plane on 127.0.0.1 with scaleplane running in
 # it: etcd, kube-apiserver, kube-controller-manager (--controllers=*),
 # kube-scheduler and kwok with a few fake nodes (their pods really reach
-# Running), then the CRDs, scaleplane-controller-manager, the webhook (once
+# Running, with emulated resource usage), metrics-server (metrics.k8s.io, so
+# kubectl top and HorizontalPodAutoscalers work), then the CRDs, scaleplane-controller-manager, the webhook (once
 # it exists) and the examples.
 #
 # Everything lives in _output/local: pid files, logs, certificates, etcd data
@@ -17,7 +18,8 @@
 # Ports (override with the environment variables):
 #   SCALEPLANE_LOCAL_ETCD_PORT=12379 (peer port +1), SCALEPLANE_LOCAL_APISERVER_PORT=16443,
 #   SCALEPLANE_LOCAL_KCM_PORT=10257, SCALEPLANE_LOCAL_SCHEDULER_PORT=10259,
-#   SCALEPLANE_LOCAL_CM_PORT=10358, SCALEPLANE_LOCAL_WEBHOOK_PORT=19443
+#   SCALEPLANE_LOCAL_CM_PORT=10358, SCALEPLANE_LOCAL_WEBHOOK_PORT=19443,
+#   SCALEPLANE_LOCAL_KWOK_PORT=10247, SCALEPLANE_LOCAL_METRICS_SERVER_PORT=14443
 # SCALEPLANE_LOCAL_NODES=3 sets how many fake nodes kwok runs.
 
 set -o errexit -o nounset -o pipefail
@@ -29,7 +31,7 @@ NODES="${SCALEPLANE_LOCAL_NODES:-3}"
 
 require_binaries() {
   local missing=()
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok scaleplane-controller-manager; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server scaleplane-controller-manager; do
     [[ -x "${SCALEPLANE_BIN_DIR}/${b}" ]] || missing+=("${b}")
   done
   if (( ${#missing[@]} > 0 )); then
@@ -52,6 +54,12 @@ make_certs() {
   fi
   sign_cert apiserver "kube-apiserver" \
     "IP:127.0.0.1,DNS:localhost,IP:${SERVICE_IP},DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # kwok serves the fake kubelets (metrics-server scrapes them over verified
+  # TLS); metrics-server serves metrics.k8s.io to the aggregator, which checks
+  # the name <service>.<namespace>.svc.
+  sign_cert kwok "kwok" "IP:127.0.0.1"
+  sign_cert metrics-server "metrics-server" "DNS:metrics-server.kube-system.svc,IP:127.0.0.1,DNS:localhost"
+  make_front_proxy_certs
   if [[ ! -f "${d}/service-account.key" ]]; then
     openssl genrsa -out "${d}/service-account.key" 2048 2>/dev/null
   fi
@@ -70,6 +78,25 @@ sign_cert() {
     -CA "${d}/ca.crt" -CAkey "${d}/ca.key" -CAcreateserial -out "${d}/${name}.crt" \
     -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' "${san}") 2>/dev/null
   rm -f "${d}/${name}.csr"
+}
+
+# make_front_proxy_certs creates the identity kube-apiserver presents to
+# aggregated API servers (metrics-server): a client certificate from a CA of
+# its own, which the aggregated servers trust only for that name.
+make_front_proxy_certs() {
+  local d="${LOCAL_CERTS}"
+  if [[ ! -f "${d}/front-proxy-ca.crt" ]]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
+      -subj "/CN=scaleplane-local-front-proxy-ca" -keyout "${d}/front-proxy-ca.key" -out "${d}/front-proxy-ca.crt" 2>/dev/null
+    rm -f "${d}/front-proxy-client.crt"
+  fi
+  [[ -f "${d}/front-proxy-client.crt" ]] && return
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=front-proxy-client" \
+    -keyout "${d}/front-proxy-client.key" -out "${d}/front-proxy-client.csr" 2>/dev/null
+  openssl x509 -req -sha256 -days 3650 -in "${d}/front-proxy-client.csr" \
+    -CA "${d}/front-proxy-ca.crt" -CAkey "${d}/front-proxy-ca.key" -CAcreateserial -out "${d}/front-proxy-client.crt" \
+    -extfile <(printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n') 2>/dev/null
+  rm -f "${d}/front-proxy-client.csr"
 }
 
 write_kubeconfig() {
@@ -125,6 +152,11 @@ start_apiserver() {
     --service-account-signing-key-file="${c}/service-account.key" \
     --service-cluster-ip-range="${SERVICE_CIDR}" \
     --cert-dir="${LOCAL_DIR}/apiserver-certs" \
+    --requestheader-client-ca-file="${c}/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="${c}/front-proxy-client.crt" --proxy-client-key-file="${c}/front-proxy-client.key" \
     --allow-privileged=true
   local::wait_cmd kube-apiserver 90 "${KUBECTL[@]}" get --raw /readyz
 }
@@ -150,24 +182,87 @@ start_scheduler() {
 # kwok's node and pod behaviour is configured by Stage objects; without them
 # it exits with "no stages found". The stages are the ones kwok publishes in
 # its module (node: initialize + heartbeat with lease; pod: the fast
-# lifecycle), read from the module cache of the kwok version we pin.
+# lifecycle), read from the module cache of the kwok version we pin, with its
+# published Metric (the kubelet's /metrics/resource endpoint) and
+# ClusterResourceUsage (usage from the pod annotations kwok.x-k8s.io/usage-cpu
+# and kwok.x-k8s.io/usage-memory) configurations, which metrics-server scrapes.
 start_kwok() {
-  local stage_dir="${LOCAL_DIR}/kwok-stages" kwok_dir
-  if [[ ! -d "${stage_dir}" ]]; then
+  local config_dir="${LOCAL_DIR}/kwok-config" kwok_dir
+  if [[ ! -d "${config_dir}" ]]; then
     kwok_dir="$(cd "${SCALEPLANE_ROOT}/hack/tools/kwok" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
-    mkdir -p "${stage_dir}.tmp"
+    mkdir -p "${config_dir}.tmp"
     cp "${kwok_dir}/kustomize/stage/node/fast/node-initialize.yaml" \
       "${kwok_dir}/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
-      "${kwok_dir}"/kustomize/stage/pod/fast/pod-*.yaml "${stage_dir}.tmp/"
-    chmod 644 "${stage_dir}.tmp"/*.yaml
-    mv "${stage_dir}.tmp" "${stage_dir}"
+      "${kwok_dir}"/kustomize/stage/pod/fast/pod-*.yaml \
+      "${kwok_dir}/kustomize/metrics/resource/metrics-resource.yaml" \
+      "${kwok_dir}/kustomize/metrics/usage/usage-from-annotation.yaml" "${config_dir}.tmp/"
+    chmod 644 "${config_dir}.tmp"/*.yaml
+    mv "${config_dir}.tmp" "${config_dir}"
   fi
   local configs
-  configs="$(printf '%s,' "${stage_dir}"/*.yaml)"
+  configs="$(printf '%s,' "${config_dir}"/*.yaml)"
+  # --node-port is the kubelet port each node reports: metrics-server scrapes
+  # kwok there, over TLS verified with the local CA.
   local::start kwok "${SCALEPLANE_BIN_DIR}/kwok" \
     --kubeconfig="${KUBECONFIG_PATH}" --config="${configs%,}" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1
+    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 \
+    --node-port="${KWOK_PORT}" --server-address="127.0.0.1:${KWOK_PORT}" \
+    --tls-cert-file="${LOCAL_CERTS}/kwok.crt" --tls-private-key-file="${LOCAL_CERTS}/kwok.key"
+  local::wait_cmd kwok 60 local::http_ok "${KWOK_PORT}" /healthz
+}
+
+# metrics-server (built from its Go module) scrapes kwok's emulated kubelets
+# and serves metrics.k8s.io through the aggregator: an ExternalName Service
+# (there is no kube-proxy) and the v1beta1.metrics.k8s.io APIService with the
+# local CA as caBundle. kubectl top nodes and kubectl top pods then answer, and
+# HorizontalPodAutoscalers get their resource metrics.
+start_metrics_server() {
+  local c="${LOCAL_CERTS}"
+  local::start metrics-server "${SCALEPLANE_BIN_DIR}/metrics-server" \
+    --bind-address=127.0.0.1 --secure-port="${METRICS_SERVER_PORT}" \
+    --kubeconfig="${KUBECONFIG_PATH}" --authentication-kubeconfig="${KUBECONFIG_PATH}" \
+    --authorization-kubeconfig="${KUBECONFIG_PATH}" \
+    --tls-cert-file="${c}/metrics-server.crt" --tls-private-key-file="${c}/metrics-server.key" \
+    --kubelet-certificate-authority="${c}/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP --kubelet-use-node-status-port \
+    --metric-resolution=15s --kubelet-request-timeout=5s
+  local::wait_https metrics-server "${METRICS_SERVER_PORT}" /livez 60
+}
+
+register_metrics_api() {
+  local ca_bundle
+  ca_bundle="$(base64 -w0 < "${LOCAL_CERTS}/ca.crt")"
+  "${KUBECTL[@]}" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: metrics-server
+  namespace: kube-system
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - name: https
+    port: ${METRICS_SERVER_PORT}
+    protocol: TCP
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.metrics.k8s.io
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  caBundle: ${ca_bundle}
+  service:
+    namespace: kube-system
+    name: metrics-server
+    port: ${METRICS_SERVER_PORT}
+EOF
+  local::wait_cmd "the metrics API" 90 "${KUBECTL[@]}" wait --for=condition=Available --timeout=5s apiservice/v1beta1.metrics.k8s.io
 }
 
 create_nodes() {
@@ -182,6 +277,7 @@ metadata:
   annotations:
     kwok.x-k8s.io/node: fake
     node.alpha.kubernetes.io/ttl: \"0\"
+    metrics.k8s.io/resource-metrics-path: /metrics/nodes/kwok-node-${i}/metrics/resource
   labels:
     kubernetes.io/hostname: kwok-node-${i}
     kubernetes.io/os: linux
@@ -222,7 +318,7 @@ install_crds() {
 # the flag, so this script keeps working while the binary's flags evolve.
 cm_flag() {
   local bin="$1" name="$2" value="$3"
-  if "${bin}" --help 2>&1 | grep -qE -- "--${name}[ =]"; then
+  if local::has_flag "${bin}" "${name}"; then
     echo "--${name}=${value}"
   fi
 }
@@ -280,6 +376,8 @@ main() {
   local::ensure kube-scheduler start_scheduler
   local::ensure kwok start_kwok
   create_nodes
+  local::ensure metrics-server start_metrics_server
+  register_metrics_api
   install_crds
   local::ensure scaleplane-controller-manager start_controller_manager
   install_webhook

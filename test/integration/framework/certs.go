@@ -31,39 +31,66 @@ type ServingCerts struct {
 // each an IP address or a DNS name. Without hosts the certificate is for
 // 127.0.0.1 and localhost, which is where everything in tests listens.
 func GenerateServingCerts(hosts ...string) (*ServingCerts, error) {
-	if len(hosts) == 0 {
-		hosts = []string{"127.0.0.1", "localhost"}
+	ca, err := newCertAuthority("scaleplane-test-ca")
+	if err != nil {
+		return nil, err
 	}
-	// Certificates are valid from an hour ago so that a little clock skew
-	// between processes cannot make them "not yet valid".
-	notBefore := time.Now().Add(-time.Hour)
-	notAfter := notBefore.Add(48 * time.Hour)
+	return ca.issue(x509.ExtKeyUsageServerAuth, hosts...)
+}
 
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// certAuthority is a throw-away CA that can issue more than one certificate:
+// the control plane's serving certificates (kube-apiserver, kwok,
+// metrics-server) share one, so each trusts the others with one CA file.
+type certAuthority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// Certificates are valid from an hour ago so that a little clock skew between
+// processes cannot make them "not yet valid".
+func certValidity() (notBefore, notAfter time.Time) {
+	notBefore = time.Now().Add(-time.Hour)
+	return notBefore, notBefore.Add(48 * time.Hour)
+}
+
+func newCertAuthority(name string) (*certAuthority, error) {
+	notBefore, notAfter := certValidity()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating CA key: %w", err)
 	}
-	caTemplate := &x509.Certificate{
+	template := &x509.Certificate{
 		SerialNumber:          randomSerial(),
-		Subject:               pkix.Name{CommonName: "scaleplane-test-ca"},
+		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing CA certificate: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, fmt.Errorf("parsing CA certificate: %w", err)
 	}
+	return &certAuthority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
 
+// issue signs a certificate for usage. A serving certificate names hosts
+// (IP addresses or DNS names; 127.0.0.1 and localhost when none); a client
+// certificate's common name is hosts[0].
+func (ca *certAuthority) issue(usage x509.ExtKeyUsage, hosts ...string) (*ServingCerts, error) {
+	if len(hosts) == 0 {
+		hosts = []string{"127.0.0.1", "localhost"}
+	}
+	notBefore, notAfter := certValidity()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generating serving key: %w", err)
+		return nil, fmt.Errorf("generating key: %w", err)
 	}
 	template := &x509.Certificate{
 		SerialNumber: randomSerial(),
@@ -71,25 +98,27 @@ func GenerateServingCerts(hosts ...string) (*ServingCerts, error) {
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			template.IPAddresses = append(template.IPAddresses, ip)
-		} else {
-			template.DNSNames = append(template.DNSNames, h)
+	if usage == x509.ExtKeyUsageServerAuth {
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				template.IPAddresses = append(template.IPAddresses, ip)
+			} else {
+				template.DNSNames = append(template.DNSNames, h)
+			}
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("signing serving certificate: %w", err)
+		return nil, fmt.Errorf("signing certificate for %s: %w", hosts[0], err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("encoding serving key: %w", err)
+		return nil, fmt.Errorf("encoding key: %w", err)
 	}
 	return &ServingCerts{
-		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CACert: ca.pem,
 		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		Key:    pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}, nil

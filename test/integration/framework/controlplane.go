@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -81,6 +82,12 @@ type Options struct {
 	// ExtraAPIServerArgs are appended to kube-apiserver's command line; a
 	// later flag overrides an earlier one.
 	ExtraAPIServerArgs []string
+	// Metrics starts kwok (fake nodes whose pods reach Running, with
+	// emulated kubelet resource metrics) and metrics-server, registered as
+	// the v1beta1.metrics.k8s.io APIService, so that HorizontalPodAutoscalers
+	// and the resizer's Metrics source work for real. Implies
+	// KubeControllerManager is not required; ask for it separately.
+	Metrics bool
 	// CRDDir is where the CRDs to install are read from;
 	// artifacts/deploy/crds in the repository when empty. A directory with no
 	// YAML files in it is not an error.
@@ -100,6 +107,7 @@ const (
 type ControlPlane struct {
 	opts    Options
 	dir     string
+	ca      *certAuthority
 	caFile  string
 	saKey   string
 	token   string
@@ -117,6 +125,8 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	kcm       *process
+	kwok      *process
+	metrics   *process
 	stopped   bool
 }
 
@@ -129,6 +139,9 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	needed := []string{"etcd", "kube-apiserver"}
 	if opts.KubeControllerManager {
 		needed = append(needed, "kube-controller-manager")
+	}
+	if opts.Metrics {
+		needed = append(needed, "kwok", "metrics-server")
 	}
 	var missing []error
 	for _, name := range needed {
@@ -188,19 +201,41 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if cp.opts.Metrics {
+		if err := cp.startMetricsPipeline(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // writeCredentials creates what kube-apiserver needs to authenticate and be
-// trusted: a serving certificate signed by a fresh CA, a service account
-// signing key, a static admin token in system:masters, and a kubeconfig with
-// that token for the other components.
+// trusted: a serving certificate signed by a fresh CA, a front-proxy client
+// certificate (signed by a CA of its own) that it presents to aggregated API
+// servers such as metrics-server, a service account signing key, a static
+// admin token in system:masters, and a kubeconfig with that token for the
+// other components.
 func (cp *ControlPlane) writeCredentials() error {
-	certs, err := GenerateServingCerts()
+	var err error
+	if cp.ca, err = newCertAuthority("scaleplane-test-ca"); err != nil {
+		return err
+	}
+	certs, err := cp.ca.issue(x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return err
 	}
 	if _, _, cp.caFile, err = certs.WriteFiles(cp.dir, "apiserver"); err != nil {
+		return err
+	}
+	proxyCA, err := newCertAuthority("scaleplane-test-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	proxyClient, err := proxyCA.issue(x509.ExtKeyUsageClientAuth, frontProxyClientName)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err = proxyClient.WriteFiles(cp.dir, "front-proxy-client"); err != nil {
 		return err
 	}
 	cp.saKey = filepath.Join(cp.dir, "service-account.key")
@@ -301,6 +336,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 			"--cert-dir=" + filepath.Join(cp.dir, "apiserver-certs"),
 			"--profiling=false",
 		}
+		args = append(args, frontProxyArgs(cp.dir)...)
 		args = append(args, cp.opts.ExtraAPIServerArgs...)
 		p, err := startProcess(cp.dir, "kube-apiserver", bin, args)
 		if err != nil {
@@ -439,6 +475,8 @@ func (cp *ControlPlane) Stop() {
 		return
 	}
 	cp.stopped = true
+	cp.metrics.stop(stopGrace)
+	cp.kwok.stop(stopGrace)
 	cp.kcm.stop(stopGrace)
 	cp.apiserver.stop(stopGrace)
 	cp.etcd.stop(stopGrace)
@@ -452,7 +490,7 @@ func (cp *ControlPlane) Stop() {
 // printLogs writes the last lines of every process log to w.
 func (cp *ControlPlane) printLogs(w io.Writer, lines int) {
 	cp.mu.Lock()
-	procs := []*process{cp.etcd, cp.apiserver, cp.kcm}
+	procs := []*process{cp.etcd, cp.apiserver, cp.kcm, cp.kwok, cp.metrics}
 	cp.mu.Unlock()
 	for _, p := range procs {
 		if p == nil {
