@@ -68,6 +68,7 @@ func (d *ControllerDescriptor) RequiredResources() []schema.GroupVersionResource
 func NewControllerDescriptors() map[string]*ControllerDescriptor {
 	return buildControllerDescriptors(
 		newCronScalerControllerDescriptor(),
+		newHPAGeneratorControllerDescriptor(),
 	)
 }
 

@@ -21,17 +21,21 @@ package apis
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	leaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -96,10 +100,80 @@ func TestPrinterColumns(t *testing.T) {
 			t.Errorf("kubectl get cronfhpa does not show %q:\n%s", want, out)
 		}
 	}
+	resizer := &scaleplanev1alpha1.AddonResizer{
+		ObjectMeta: metav1.ObjectMeta{Name: "metrics-server", Namespace: ns},
+		Spec: scaleplanev1alpha1.AddonResizerSpec{
+			TargetRef:     scaleplanev1alpha1.TargetReference{Kind: scaleplanev1alpha1.TargetKindDeployment, Name: "metrics-server"},
+			ContainerName: "metrics-server",
+			Resources: []scaleplanev1alpha1.ResourceScaling{{
+				Name: corev1.ResourceCPU, Base: resource.MustParse("40m"), ExtraPerUnit: resource.MustParse("500u"),
+			}},
+		},
+	}
+	if _, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Create(ctx, resizer, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating an AddonResizer: %v", err)
+	}
 	out = kubectl(t, "get", "addonresizers", "-n", ns)
-	for _, want := range []string{"TARGET-KIND", "MODE", "CLUSTER-SIZE", "LAST-CHANGE"} {
-		if !strings.Contains(out, want) && !strings.Contains(out, "No resources found") {
+	for _, want := range []string{"TARGET-KIND", "MODE", "CLUSTER-SIZE", "UP-TO-DATE", "LAST-CHANGE", "metrics-server"} {
+		if !strings.Contains(out, want) {
 			t.Errorf("kubectl get addonresizers does not show %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestLeaderWorkerSetTemplateMetadata: every real LeaderWorkerSet labels its
+// pod templates. kubectl validates strictly, so a schema without the
+// templates' metadata rejects it ("unknown field"), and Go clients would see
+// the labels silently pruned; both must keep them, as upstream LWS's CRD does.
+func TestLeaderWorkerSetTemplateMetadata(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	manifest := `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: vllm
+  namespace: ` + ns + `
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      metadata:
+        labels: {role: leader, app: vllm}
+        annotations: {example.com/leader: "yes"}
+      spec:
+        containers: [{name: leader, image: registry.example/vllm:1}]
+    workerTemplate:
+      metadata:
+        labels: {role: worker, app: vllm}
+        annotations: {example.com/worker: "yes"}
+      spec:
+        containers: [{name: worker, image: registry.example/vllm:1}]
+`
+	path := filepath.Join(t.TempDir(), "lws.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "create", "--validate=strict", "-f", path)
+
+	got, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Get(context.Background(), "vllm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := got.Spec.LeaderWorkerTemplate
+	if tmpl.LeaderTemplate == nil {
+		t.Fatal("the leader template was dropped")
+	}
+	checks := []struct{ what, got, want string }{
+		{"leader label role", tmpl.LeaderTemplate.Labels["role"], "leader"},
+		{"leader annotation", tmpl.LeaderTemplate.Annotations["example.com/leader"], "yes"},
+		{"worker label role", tmpl.WorkerTemplate.Labels["role"], "worker"},
+		{"worker label app", tmpl.WorkerTemplate.Labels["app"], "vllm"},
+		{"worker annotation", tmpl.WorkerTemplate.Annotations["example.com/worker"], "yes"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: stored %q, want %q", c.what, c.got, c.want)
 		}
 	}
 }

@@ -1,0 +1,88 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
+	"github.com/scaleplane/scaleplane/pkg/controllers/hpagenerator"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
+	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+)
+
+// The hpa-generator is registered, on by default, and needs the
+// LeaderWorkerSet resource: on a cluster without the CRD the manager waits
+// for it (startController) instead of building informers that cannot list.
+func TestHPAGeneratorDescriptor(t *testing.T) {
+	d, ok := NewControllerDescriptors()["hpa-generator"]
+	if !ok {
+		t.Fatal("hpa-generator is not in the registry")
+	}
+	if d.Name() != hpagenerator.Name || d.IsDisabledByDefault() || len(d.Aliases()) != 0 {
+		t.Errorf("descriptor: name %q, disabled by default %v, aliases %v", d.Name(), d.IsDisabledByDefault(), d.Aliases())
+	}
+	lws := schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+	if got := d.RequiredResources(); !reflect.DeepEqual(got, []schema.GroupVersionResource{lws}) {
+		t.Errorf("required resources = %v, want [%v]", got, lws)
+	}
+
+	missing, err := missingResources(discoveryWith(nil), d.RequiredResources())
+	if err != nil || len(missing) != 1 || missing[0] != lws.String() {
+		t.Errorf("without the CRD: missing = %v, %v; want [%s]", missing, err, lws)
+	}
+	missing, err = missingResources(discoveryWith(map[string][]string{"leaderworkerset.x-k8s.io/v1": {"leaderworkersets", "leaderworkersets/scale"}}), d.RequiredResources())
+	if err != nil || len(missing) != 0 {
+		t.Errorf("with the CRD: missing = %v, %v; want none", missing, err)
+	}
+}
+
+// The constructor builds the controller from the controller context.
+func TestHPAGeneratorInit(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kube := kubefake.NewSimpleClientset()
+	client := fake.NewSimpleClientset()
+	var recorderFor []string
+	controllerCtx := ControllerContext{
+		KubeClient:                kube,
+		Client:                    client,
+		InformerFactory:           kubeinformers.NewSharedInformerFactory(kube, 0),
+		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, 0),
+		EventRecorderFor: func(component string) record.EventRecorder {
+			recorderFor = append(recorderFor, component)
+			return record.NewFakeRecorder(10)
+		},
+		Options: options.NewOptions(),
+	}
+	c, err := NewControllerDescriptors()["hpa-generator"].initFunc(ctx, controllerCtx)
+	if err != nil {
+		t.Fatalf("initFunc: %v", err)
+	}
+	if c.Name() != "hpa-generator" {
+		t.Errorf("controller name = %q", c.Name())
+	}
+	if !reflect.DeepEqual(recorderFor, []string{"hpa-generator"}) {
+		t.Errorf("event recorders asked for %v, want [hpa-generator]", recorderFor)
+	}
+}
