@@ -69,6 +69,7 @@ func NewControllerDescriptors() map[string]*ControllerDescriptor {
 	return buildControllerDescriptors(
 		newCronScalerControllerDescriptor(),
 		newHPAGeneratorControllerDescriptor(),
+		newResizerControllerDescriptor(),
 	)
 }
 

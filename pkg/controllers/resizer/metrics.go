@@ -1,0 +1,75 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "resizer"
+
+// Outcomes of a sync, the values of the outcome label, as Addon Resizer's
+// addon_resizer_execution_outcome.
+const (
+	outcomeResized         = "resized"
+	outcomeWithinThreshold = "within_threshold"
+	outcomePostponed       = "postponed"
+	outcomeError           = "error"
+)
+
+// Kinds of writes, the values of the kind label.
+const (
+	writeTarget = "target"
+	writeStatus = "status"
+)
+
+var (
+	// clusterSizeGauge has one series per AddonResizer: the size it was
+	// sized by, which differs between AddonResizers of the same mode because
+	// each excludes its own target's pods.
+	clusterSizeGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "cluster_size",
+		Help:           "Cluster size an AddonResizer last observed, in nodes (NodeProportional) or containers (ContainerProportional).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name"})
+	decisions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "decisions_total",
+		Help:           "Syncs of AddonResizers by outcome: resized, within_threshold, postponed (a delay holds a change back) or error (target, container or metrics missing, or a failed write).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
+	writes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "writes_total",
+		Help:           "Writes the resizer sent to the API server, by kind: target (a patch of a workload's container) or status (of an AddonResizer), successful or not.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+)
+
+var registerOnce sync.Once
+
+// registerMetrics registers the resizer's metrics with the legacy registry
+// served on /metrics. Calling it again is harmless.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(clusterSizeGauge, decisions, writes)
+	})
+}

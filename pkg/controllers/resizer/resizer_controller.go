@@ -1,0 +1,547 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package resizer is the resizer controller: it sizes one container of an
+// add-on (a Deployment, StatefulSet or DaemonSet) in proportion to the
+// cluster, as Addon Resizer does, from AddonResizers: per resource, base +
+// extraPerUnit × cluster size, where the size is the number of nodes
+// (NodeProportional) or of containers of non-terminal pods
+// (ContainerProportional, KEP-5546).
+//
+// The cluster size comes from the API server's objects, counted
+// incrementally from informers that start only when an AddonResizer needs
+// them (the pod informer keeps a few hundred bytes per pod), or from the
+// metrics API, read at an interval. A count change enqueues the
+// AddonResizers of its mode; a sync estimates, keeps values within the
+// threshold band, holds changes back for the scale-up or scale-down delay
+// (the time a change was first wanted is kept in status, so a restart does
+// not reset it), and writes one conditional patch of the one container.
+// A steady state writes nothing.
+package resizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	informers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/scaleplane/v1alpha1"
+	listers "github.com/scaleplane/scaleplane/pkg/generated/listers/scaleplane/v1alpha1"
+)
+
+// Name is the controller's name in --controllers, logs and events.
+const Name = "resizer"
+
+// Event reasons besides the Warning ones, which are UpToDate's reasons
+// (warningReasons).
+const eventResized = reasonResized
+
+const (
+	// cacheRetry is how soon an AddonResizer is synced again while the
+	// informer it counts from has not synced yet, or the target's cache
+	// does not show the resizer's last patch yet.
+	cacheRetry = time.Second
+	// maxPatchAttempts bounds the re-reads after a conflicting patch.
+	maxPatchAttempts = 3
+	// defaultMetricsInterval is used when NewController gets no interval;
+	// metrics-server scrapes every 15 s.
+	defaultMetricsInterval = 15 * time.Second
+)
+
+// Controller is the resizer.
+type Controller struct {
+	client       versioned.Interface
+	kubeClient   kubernetes.Interface
+	lister       listers.AddonResizerLister
+	indexer      cache.Indexer
+	deployments  appslisters.DeploymentLister
+	statefulSets appslisters.StatefulSetLister
+	daemonSets   appslisters.DaemonSetLister
+	synced       []cache.InformerSynced
+	recorder     record.EventRecorder
+	clock        clock.WithTicker
+	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	workers      int
+
+	counts       *apiServerCounts
+	metrics      *metricsSource
+	statusWrites *statusWrites
+	patched      *patchedGenerations
+}
+
+// NewController builds the resizer and registers its indexes and event
+// handlers on the shared informers: AddonResizers, and the Deployments,
+// StatefulSets and DaemonSets they target. The node and pod informers are
+// the resizer's own, started when an AddonResizer first needs them.
+// metricsInterval is how often source Metrics reads the metrics API.
+func NewController(
+	ctx context.Context,
+	arInformer informers.AddonResizerInformer,
+	deployInformer appsinformers.DeploymentInformer,
+	stsInformer appsinformers.StatefulSetInformer,
+	dsInformer appsinformers.DaemonSetInformer,
+	client versioned.Interface,
+	kubeClient kubernetes.Interface,
+	metadataClient metadata.Interface,
+	metricsClient metricsclientset.Interface,
+	recorder record.EventRecorder,
+	clk clock.WithTicker,
+	workers int,
+	metricsInterval time.Duration,
+) (*Controller, error) {
+	registerMetrics()
+	if metricsInterval <= 0 {
+		metricsInterval = defaultMetricsInterval
+	}
+	c := &Controller{
+		client:       client,
+		kubeClient:   kubeClient,
+		lister:       arInformer.Lister(),
+		indexer:      arInformer.Informer().GetIndexer(),
+		deployments:  deployInformer.Lister(),
+		statefulSets: stsInformer.Lister(),
+		daemonSets:   dsInformer.Lister(),
+		synced: []cache.InformerSynced{
+			arInformer.Informer().HasSynced,
+			deployInformer.Informer().HasSynced,
+			stsInformer.Informer().HasSynced,
+			dsInformer.Informer().HasSynced,
+		},
+		recorder: recorder,
+		clock:    clk,
+		workers:  workers,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name, Clock: clk},
+		),
+		metrics:      newMetricsSource(metricsClient, clk, metricsInterval),
+		statusWrites: newStatusWrites(),
+		patched:      newPatchedGenerations(),
+	}
+	c.counts = newAPIServerCounts(kubeClient, metadataClient,
+		func() { c.enqueueBySize(scaleplanev1alpha1.ContainerProportional, scaleplanev1alpha1.SourceAPIServer) },
+		func() { c.enqueueBySize(scaleplanev1alpha1.NodeProportional, scaleplanev1alpha1.SourceAPIServer) },
+	)
+	if err := c.registerHandlers(ctx, arInformer, deployInformer, stsInformer, dsInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return Name }
+
+// Run starts the workers and blocks until ctx ends; then it stops the
+// workers and the informers it started itself.
+func (c *Controller) Run(ctx context.Context) {
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	countsCtx, stopCounts := context.WithCancel(ctx)
+	defer func() {
+		stopCounts()
+		c.counts.wait()
+	}()
+	c.counts.start(countsCtx)
+
+	logger.Info("Starting workers", "workers", c.workers)
+	done := make(chan struct{})
+	for i := 0; i < c.workers; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			wait.UntilWithContext(ctx, c.worker, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	for i := 0; i < c.workers; i++ {
+		<-done
+	}
+	logger.Info("Workers stopped")
+}
+
+// worker processes keys until the queue shuts down. A panic ends only this
+// call; wait.Until starts the worker again.
+func (c *Controller) worker(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("%v", r), "Resizer worker panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	requeueAfter, err := c.syncRecovered(ctx, key)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing AddonResizer failed, will retry", "addonResizer", key)
+		c.queue.AddRateLimited(key)
+	case requeueAfter > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, requeueAfter)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// syncRecovered runs sync and turns a panic into an error, so one bad object
+// is retried with backoff instead of taking the process down.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while syncing: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.sync(ctx, key)
+}
+
+// result is what reconcile decided: the outcome for the decisions metric,
+// when to sync again, and an error to retry with backoff.
+type result struct {
+	outcome string
+	requeue time.Duration
+	err     error
+	// wait, when set, says nothing was decided and nothing is to be
+	// written: the informer the size comes from, or the target's cache after
+	// a patch, has not caught up yet. Sync again after wait.
+	wait time.Duration
+}
+
+// sync brings the target's container to the recommendation for the current
+// cluster size, writes status once if it changed, and returns when to sync
+// again (0: only on change).
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "addonResizer", key)
+	ctx = klog.NewContext(ctx, logger)
+	ar, err := c.lister.AddonResizers(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.forget(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s := resolve(&ar.Spec)
+	status := ar.Status.DeepCopy()
+	status.ObservedGeneration = ar.Generation
+	if s.source != scaleplanev1alpha1.SourceMetrics {
+		meta.RemoveStatusCondition(&status.Conditions, scaleplanev1alpha1.ConditionMetricsAvailable)
+	}
+
+	r := c.reconcile(ctx, ar, s, status, c.clock.Now())
+	if r.wait > 0 {
+		logger.V(4).Info("Waiting for the caches to catch up", "after", r.wait)
+		return r.wait, nil
+	}
+	decisions.WithLabelValues(r.outcome).Inc()
+	after, statusErr := c.updateStatus(ctx, ar, status)
+	if err := errors.Join(r.err, statusErr); err != nil {
+		return 0, err
+	}
+	return minPositive(r.requeue, after), nil
+}
+
+// forget drops what is kept about a deleted AddonResizer.
+func (c *Controller) forget(key cache.ObjectName) {
+	clusterSizeGauge.DeleteLabelValues(key.Namespace, key.Name)
+	c.statusWrites.forget(key)
+}
+
+// reconcile finds the target and its container, observes the cluster size
+// and resizes, recording what it found in status.
+func (c *Controller) reconcile(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	counted := true
+	if s.source == scaleplanev1alpha1.SourceAPIServer {
+		// Started before the target is looked at, so that counting begins
+		// the first time such an AddonResizer is seen.
+		ok, err := c.counts.ready(s.mode)
+		if err != nil {
+			return result{outcome: outcomeError, err: err}
+		}
+		counted = ok
+	}
+	w, err := c.cachedTarget(ar.Namespace, s.target)
+	if err != nil {
+		if !isGone(err) {
+			return result{outcome: outcomeError, err: fmt.Errorf("reading the target of %s: %w", klog.KObj(ar), err)}
+		}
+		targetMissing(status, ar, s.target, err, now)
+		return result{outcome: outcomeError}
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionTargetFound, metav1.ConditionTrue, reasonFound, w.String()+" found", ar.Generation, now)
+	if w.container(s.container) == nil {
+		containerMissing(status, ar, s, w, now)
+		return result{outcome: outcomeError}
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionTrue, reasonFound, fmt.Sprintf("Container %q found", s.container), ar.Generation, now)
+	if !counted || c.patched.behind(w) {
+		return result{wait: cacheRetry}
+	}
+
+	selector, err := metav1.LabelSelectorAsSelector(w.selector)
+	if err != nil {
+		return result{outcome: outcomeError, err: fmt.Errorf("the selector of %s is not valid: %w", w, err)}
+	}
+	size, requeue, err := c.observe(ctx, ar, s, selector)
+	if err != nil {
+		msg := err.Error()
+		setCondition(status, scaleplanev1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, reasonMetricsUnavailable, msg, ar.Generation, now)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonMetricsUnavailable,
+			"Cluster size unknown, resources left as they are: "+msg, ar.Generation, now)
+		return result{outcome: outcomeError, requeue: requeue}
+	}
+	if s.source == scaleplanev1alpha1.SourceMetrics {
+		setCondition(status, scaleplanev1alpha1.ConditionMetricsAvailable, metav1.ConditionTrue, reasonMetricsRead, "The metrics API answered", ar.Generation, now)
+	}
+	status.ClusterSize = ptr.To(int32(min(size, math.MaxInt32)))
+	clusterSizeGauge.WithLabelValues(ar.Namespace, ar.Name).Set(float64(size))
+
+	units := estimatedUnits(s, size)
+	expected := estimate(s.resources, units)
+	status.Recommendation = recommendation(expected, s.setLimits)
+	r := c.resize(ctx, ar, s, w, sizing{size: size, units: units, expected: expected}, status, now)
+	r.requeue = minPositive(r.requeue, requeue)
+	return r
+}
+
+// observe returns the cluster size, and for source Metrics when to read it
+// again; its error says the metrics API failed. The target's own pods
+// (selector in the AddonResizer's namespace) are left out of a container
+// count.
+func (c *Controller) observe(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, selector labels.Selector) (int64, time.Duration, error) {
+	if s.source != scaleplanev1alpha1.SourceMetrics {
+		return c.counts.size(s.mode, ar.Namespace, selector), 0, nil
+	}
+	size, at, err := c.metrics.size(ctx, s.mode, ar.Namespace, selector)
+	return size, c.metrics.nextRead(at), err
+}
+
+// sizing is the cluster size and what it was estimated to.
+type sizing struct {
+	size     int64
+	units    int64
+	expected corev1.ResourceList
+}
+
+// resize decides and applies. A patch that conflicts means the cache was
+// behind: the target is read again from the API server and the decision
+// made again, a few times.
+func (c *Controller) resize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	for attempt := 1; ; attempt++ {
+		rs, r, act := planResize(ar, s, w, z, status, now)
+		if !act {
+			return r
+		}
+		err := c.patchTarget(ctx, w, s.container, rs.changes, s.setLimits)
+		if err == nil {
+			return c.resized(ctx, ar, s, w, z, rs, status, now)
+		}
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return patchFailed(ar, w, err, attempt, status, now)
+		}
+		klog.FromContext(ctx).V(2).Info("Target changed since it was read; reading it again", "target", w.String(), "attempt", attempt)
+		fresh, err := c.freshTarget(ctx, w)
+		if err != nil {
+			if isGone(err) {
+				targetMissing(status, ar, ar.Spec.TargetRef, err, now)
+				return result{outcome: outcomeError}
+			}
+			return result{outcome: outcomeError, err: fmt.Errorf("reading %s again after a conflict: %w", w, err)}
+		}
+		w = fresh
+	}
+}
+
+// planResize decides what to do with the target's container: nothing
+// (within the threshold, or the container is gone), wait (a delay holds the
+// change back), or act on the returned resize.
+func planResize(ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (resize, result, bool) {
+	container := w.container(s.container)
+	if container == nil {
+		containerMissing(status, ar, s, w, now)
+		return resize{}, result{outcome: outcomeError}, false
+	}
+	rs := decide(container.Resources, z.expected, s)
+	if len(rs.changes) == 0 {
+		status.PendingResize = nil
+		withinThresholdCondition(status, s, ar.Generation, now)
+		return rs, result{outcome: outcomeWithinThreshold}, false
+	}
+	delay := s.delay(rs.direction)
+	pending, due, ok := hold(status.PendingResize, rs.direction, now, delay)
+	// Kept until the change is applied, also when the patch fails, so that
+	// the clock is not restarted.
+	status.PendingResize = pending
+	if !ok {
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonPostponed,
+			fmt.Sprintf("%s of %s held back by %s (%v) until %s", verb(rs.direction), names(rs.changes), delayField(rs.direction), delay, due.UTC().Format(time.RFC3339)),
+			ar.Generation, now)
+		return rs, result{outcome: outcomePostponed, requeue: due.Sub(now)}, false
+	}
+	return rs, result{}, true
+}
+
+// resized records a resize: in status, as a Normal event saying old -> new
+// and why, and in the log.
+func (c *Controller) resized(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, rs resize, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	status.PendingResize = nil
+	status.LastChangeTime = ptr.To(metav1.NewTime(now).Rfc3339Copy())
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized,
+		fmt.Sprintf("Resized for cluster size %d %s", z.size, s.unit()), ar.Generation, now)
+	changes := describe(rs.changes, s.setLimits)
+	msg := fmt.Sprintf("Resized container %q of %s: %s; cluster size %d %s (%s)", s.container, w, changes, z.size, s.unit(), s.mode)
+	if z.units != z.size {
+		msg += fmt.Sprintf(", estimated for %d (%s)", z.units, s.estimator)
+	}
+	c.recorder.Event(ar, corev1.EventTypeNormal, eventResized, msg)
+	klog.FromContext(ctx).V(2).Info("Resized", "target", w.String(), "container", s.container, "clusterSize", z.size, "changes", changes)
+	return result{outcome: outcomeResized}
+}
+
+// patchFailed records a patch that failed for good: a 403 says which
+// permission is missing; a conflict that kept coming back is retried
+// without a condition change, as it is transient.
+func patchFailed(ar *scaleplanev1alpha1.AddonResizer, w *workload, err error, attempts int, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	gen := ar.Generation
+	switch {
+	case apierrors.IsNotFound(err):
+		targetMissing(status, ar, ar.Spec.TargetRef, err, now)
+		return result{outcome: outcomeError}
+	case apierrors.IsConflict(err):
+		return result{outcome: outcomeError, err: fmt.Errorf("patching %s: it kept changing, %d attempts: %w", w, attempts, err)}
+	case apierrors.IsForbidden(err):
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonResizeForbidden,
+			fmt.Sprintf("Not allowed to patch %s (grant the controller manager patch on %s in namespace %s): %v", w, resourceOf(w.kind), w.namespace, err), gen, now)
+	default:
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonResizeFailed,
+			fmt.Sprintf("Patching %s failed: %v", w, err), gen, now)
+	}
+	// Retried with backoff: permissions get fixed, webhooks come back.
+	return result{outcome: outcomeError, err: fmt.Errorf("patching %s: %w", w, err)}
+}
+
+// withinThresholdCondition marks the container up to date. A Resized
+// condition stays as it is: the resize is what brought it within the band,
+// and rewriting the reason would cost a status write after every resize.
+func withinThresholdCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings, generation int64, now time.Time) {
+	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil &&
+		cond.Status == metav1.ConditionTrue && cond.Reason == reasonResized {
+		return
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonWithinThreshold,
+		fmt.Sprintf("Within %d%% of the recommendation", s.threshold), generation, now)
+}
+
+// targetMissing records that the target cannot be read. A pending change
+// is dropped: it was about a workload that is gone.
+func targetMissing(status *scaleplanev1alpha1.AddonResizerStatus, ar *scaleplanev1alpha1.AddonResizer, ref scaleplanev1alpha1.TargetReference, err error, now time.Time) {
+	gen := ar.Generation
+	reason := reasonNotFound
+	msg := fmt.Sprintf("%s %s/%s not found; nothing is resized until it exists", ref.Kind, ar.Namespace, ref.Name)
+	var unsupported errUnsupportedKind
+	if errors.As(err, &unsupported) {
+		reason, msg = reasonUnsupportedKind, unsupported.Error()
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionTargetFound, metav1.ConditionFalse, reason, msg, gen, now)
+	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionUnknown, reasonTargetNotFound, "The target was not found", gen, now)
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonTargetNotFound, msg, gen, now)
+	status.PendingResize = nil
+}
+
+// containerMissing records that the target's pod template has no such
+// container, naming those it has.
+func containerMissing(status *scaleplanev1alpha1.AddonResizerStatus, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, now time.Time) {
+	have := make([]string, 0, len(w.template.Spec.Containers))
+	for _, ct := range w.template.Spec.Containers {
+		have = append(have, ct.Name)
+	}
+	msg := fmt.Sprintf("%s has no container %q in its pod template (it has: %s); set spec.containerName to one of them", w, s.container, strings.Join(have, ", "))
+	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionFalse, reasonNotFound, msg, ar.Generation, now)
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonContainerNotFound, msg, ar.Generation, now)
+	status.PendingResize = nil
+}
+
+func verb(dir scaleplanev1alpha1.ResizeDirection) string {
+	if dir == scaleplanev1alpha1.ResizeUp {
+		return "Raise"
+	}
+	return "Cut"
+}
+
+func delayField(dir scaleplanev1alpha1.ResizeDirection) string {
+	if dir == scaleplanev1alpha1.ResizeUp {
+		return "scaleUpDelay"
+	}
+	return "scaleDownDelay"
+}
+
+func names(changes []resourceChange) string {
+	out := make([]string, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, string(c.name))
+	}
+	return strings.Join(out, ", ")
+}
+
+func resourceOf(kind scaleplanev1alpha1.TargetKind) string {
+	return strings.ToLower(string(kind)) + "s.apps"
+}
+
+// minPositive returns the smaller of the positive durations, 0 if none.
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
