@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,19 +55,14 @@ mkdir -p "${LOCAL_PIDS}" "${LOCAL_LOGS}"
 // loadCPU keeps every core busy until the test ends, which is when a forked
 // child is slowest to exec its binary.
 func loadCPU(t *testing.T) {
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	for range runtime.NumCPU() {
 		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for n := 0; !stop.Load(); n++ {
 			}
 		}()
 	}
-	t.Cleanup(func() { close(stop) })
+	t.Cleanup(func() { stop.Store(true) })
 }
 
 // TestStartReportsRunningComponent: once local::start returns, local::pid
