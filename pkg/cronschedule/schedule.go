@@ -18,11 +18,20 @@ limitations under the License.
 // in a time zone. The webhook validates with it and the cron-scaler runs with
 // it, so a schedule that is admitted is a schedule that runs.
 //
-// Matching is gronx's (github.com/adhocore/gronx): which seconds, minutes,
-// hours and days a schedule matches, including macros, names, L, W, # and
-// day-of-week 7. The search for firings is this package's: it walks the local
-// wall clock and maps each matching wall time to an instant with a defined
-// daylight-saving behaviour, which gronx alone does not have:
+// Syntax is checked here, field by field (syntax.go): every element of a field
+// must be in the field's range, names are only accepted in their own field
+// (month names in the month field, day names in the day-of-week field), and
+// what is not understood is rejected with the reason. Matching a single field
+// is gronx's (github.com/adhocore/gronx), including L, W, # and day-of-week 7.
+// How the two day fields combine is robfig/cron's, the parser Kubernetes
+// CronJobs and Karmada run schedules with, so objects that migrate from Karmada
+// fire on the same days: when either day field is unrestricted (`*` or `?`,
+// alone or in a list, with no step or a step of 1), a day must match both;
+// otherwise (`*/2` included) a day matching either fires.
+//
+// The search for firings is this package's: it walks the local wall clock and
+// maps each matching wall time to an instant with a defined daylight-saving
+// behaviour, which gronx alone does not have:
 //
 //   - a wall time that does not exist (spring forward) fires at the first
 //     instant after the gap, once, even when several matching wall times fall
@@ -77,9 +86,11 @@ type Schedule struct {
 	expr string
 	loc  *time.Location
 
-	// daySegs are gronx's segments with the time-of-day fields set to "*":
-	// they match a day as a whole.
-	daySegs []string
+	// dom, month and dow are the day fields in gronx's numeric form; domAll
+	// and dowAll tell whether a day field is unrestricted in robfig/cron's
+	// sense, which decides whether the two day fields are ANDed or ORed.
+	dom, month, dow string
+	domAll, dowAll  bool
 	// times are the seconds after local midnight at which the schedule fires
 	// on a matching day, ascending.
 	times []int
@@ -88,21 +99,29 @@ type Schedule struct {
 	minInterval     time.Duration
 }
 
-// LoadLocation returns the time zone with the given IANA name, or the
-// process's local zone for "". Its errors are time.LoadLocation's, e.g.
+// LoadLocation returns the time zone with the given IANA name the way
+// Karmada loads a rule's timeZone, with time.LoadLocation: "" is UTC and
+// "Local" is the process's zone. Its errors are time.LoadLocation's, e.g.
 // "unknown time zone A/B".
 func LoadLocation(name string) (*time.Location, error) {
-	if name == "" {
+	return time.LoadLocation(name)
+}
+
+// RuleLocation returns the time zone a rule's schedule is read in: the
+// process's own when the timeZone field is absent (nil), otherwise
+// LoadLocation of its value, so that an empty string is UTC as in Karmada.
+func RuleLocation(timeZone *string) (*time.Location, error) {
+	if timeZone == nil {
 		return time.Local, nil
 	}
-	return time.LoadLocation(name)
+	return LoadLocation(*timeZone)
 }
 
 // Parse parses a cron expression (five fields, six with a leading seconds
 // field, or a macro such as @daily) to be read in loc (nil means UTC). It
 // rejects what the controller cannot run: syntax errors (wrapping
-// ErrInvalidFormat), a year field, a schedule that fires more often than
-// once a minute, and one that never fires.
+// ErrInvalidFormat, with the reason), a year field, a schedule that fires
+// more often than once a minute, and one that never fires.
 func Parse(expr string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
@@ -111,14 +130,18 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Schedule{expr: expr, loc: loc, daySegs: []string{"*", "*", "*", segs[3], segs[4], segs[5]}}
-
-	second, err := strconv.Atoi(segs[0])
-	if err != nil || !isDigits(segs[0]) || second < 0 || second > 59 {
-		return nil, fmt.Errorf("schedule %q fires more often than once a minute: its seconds field %q is not a single value between 0 and 59", expr, segs[0])
+	s := &Schedule{
+		expr: expr, loc: loc,
+		dom: segs[3].numeric, month: segs[4].numeric, dow: segs[5].numeric,
+		domAll: segs[3].all, dowAll: segs[5].all,
 	}
-	minutes := matchingValues(segs[1], 1, 59)
-	hours := matchingValues(segs[2], 2, 23)
+
+	second, err := strconv.Atoi(segs[0].numeric)
+	if err != nil || !isDigits(segs[0].numeric) || second < 0 || second > 59 {
+		return nil, fmt.Errorf("schedule %q fires more often than once a minute: its seconds field %q is not a single value between 0 and 59", expr, segs[0].text)
+	}
+	minutes := matchingValues(segs[1].numeric, 1, 59)
+	hours := matchingValues(segs[2].numeric, 2, 23)
 	for _, h := range hours {
 		for _, m := range minutes {
 			s.times = append(s.times, h*3600+m*60+second)
@@ -131,52 +154,6 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 		return nil, fmt.Errorf("schedule %q never fires: no day matches its day-of-month, month and day-of-week fields", expr)
 	}
 	return s, nil
-}
-
-// segments splits and checks the expression with gronx and returns its six
-// fields: second, minute, hour, day of month, month, day of week.
-func segments(expr string) ([]string, error) {
-	segs, err := gronx.Segments(expr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidFormat, err)
-	}
-	if len(segs) == 7 {
-		// A year field would make a schedule stop firing one day, so whether
-		// it is valid would depend on when it is checked.
-		return nil, fmt.Errorf("%w: a year field is not supported", ErrInvalidFormat)
-	}
-	if !gronx.IsValid(expr) {
-		return nil, ErrInvalidFormat
-	}
-	// gronx.IsValid stops at the first list element that matches the current
-	// time, so "0,99" passes at minute 0 and fails at minute 1. Check every
-	// element on its own, at a fixed time, so that validity never depends on
-	// the clock.
-	checker := &gronx.SegmentChecker{}
-	checker.SetRef(referenceDay)
-	for pos, seg := range segs {
-		for _, part := range splitList(seg) {
-			if part == "" {
-				return nil, ErrInvalidFormat
-			}
-			if _, err := checker.CheckDue(part, pos); err != nil {
-				return nil, fmt.Errorf("%w: %q: %v", ErrInvalidFormat, part, err)
-			}
-		}
-	}
-	return segs, nil
-}
-
-func splitList(seg string) []string {
-	var parts []string
-	start := 0
-	for i := 0; i < len(seg); i++ {
-		if seg[i] == ',' {
-			parts = append(parts, seg[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, seg[start:])
 }
 
 func isDigits(s string) bool {
@@ -343,12 +320,25 @@ func (s *Schedule) nextDay(day time.Time, limit int) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// dayMatches asks gronx whether the day (a UTC midnight carrying the local
-// date) matches the day-of-month, month and day-of-week fields.
+// dayMatches tells whether the day (a UTC midnight carrying the local date)
+// matches the day-of-month, month and day-of-week fields. Each field is
+// matched by gronx on its own; the two day fields combine as in robfig/cron:
+// ANDed when either is unrestricted, ORed otherwise.
 func (s *Schedule) dayMatches(day time.Time) bool {
-	g := gronx.New()
-	g.C.SetRef(day)
-	due, err := g.SegmentsDue(s.daySegs)
+	checker := &gronx.SegmentChecker{}
+	checker.SetRef(day)
+	if !fieldDue(checker, s.month, 4) {
+		return false
+	}
+	dom, dow := fieldDue(checker, s.dom, 3), fieldDue(checker, s.dow, 5)
+	if s.domAll || s.dowAll {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+func fieldDue(checker *gronx.SegmentChecker, seg string, pos int) bool {
+	due, err := checker.CheckDue(seg, pos)
 	return err == nil && due
 }
 

@@ -43,9 +43,17 @@ func at(t *testing.T, s string) time.Time {
 	return v
 }
 
+// An empty time zone is UTC, as in Karmada (time.LoadLocation("")); only an
+// absent one is the process's own zone.
 func TestLoadLocation(t *testing.T) {
-	if loc, err := LoadLocation(""); err != nil || loc != time.Local {
-		t.Errorf(`LoadLocation("") = %v, %v; want time.Local`, loc, err)
+	if loc, err := LoadLocation(""); err != nil || loc != time.UTC {
+		t.Errorf(`LoadLocation("") = %v, %v; want UTC`, loc, err)
+	}
+	if loc, err := RuleLocation(nil); err != nil || loc != time.Local {
+		t.Errorf("RuleLocation(nil) = %v, %v; want time.Local", loc, err)
+	}
+	if loc, err := RuleLocation(new(string)); err != nil || loc != time.UTC {
+		t.Errorf(`RuleLocation("") = %v, %v; want UTC`, loc, err)
 	}
 	if loc, err := LoadLocation("Asia/Shanghai"); err != nil || loc.String() != "Asia/Shanghai" {
 		t.Errorf("LoadLocation(Asia/Shanghai) = %v, %v", loc, err)
@@ -115,7 +123,7 @@ func TestParse(t *testing.T) {
 		{expr: "0 8 31 2 *", wantErr: "never fires"},
 		{expr: "0 0 30 2 *", wantErr: "never fires"},
 		{expr: "0 0 31 4,6,9,11 *", wantErr: "never fires"},
-		{expr: "0 0 * * 1#6", wantErr: "never fires"},
+		{expr: "0 0 * * 1#6", wantErr: "format"},
 		{expr: "@everysecond", wantErr: "more often than once a minute"},
 		{expr: "* * * * * *", wantErr: "more often than once a minute"},
 		{expr: "*/5 * * * * *", wantErr: "more often than once a minute"},
@@ -382,5 +390,110 @@ func TestMinInterval(t *testing.T) {
 		if got := s.MinInterval(); got != tt.want {
 			t.Errorf("MinInterval(%q) = %v; want %v", tt.expr, got, tt.want)
 		}
+	}
+}
+
+// TestParseRejectsJunkWithAReason: forms gronx alone accepts with another
+// meaning than they say are rejected, and the error says which field is wrong
+// and why.
+func TestParseRejectsJunkWithAReason(t *testing.T) {
+	tests := []struct {
+		expr, want string
+	}{
+		{"0 0 * * 8L", `day-of-week field "8L": "8L" (the last given day of the week of the month): 8 is out of range 0 to 7`},
+		{"0 0 * * JAN", `day-of-week field "JAN": JAN is a month name; it only belongs in the month field`},
+		{"0 0 * MON *", `month field "MON": MON is a day name; it only belongs in the day-of-week field`},
+		{"0 0 * 0/5 *", `month field "0/5": 0 is out of range 1 to 12`},
+		{"0 0 0/5 * *", `day-of-month field "0/5": 0 is out of range 1 to 31`},
+		{"0 0 * * 1#6", `day-of-week field "1#6": "1#6": the week number after # must be 1 to 5`},
+		{"0 0 LW * *", `day-of-month field "LW": "LW": the day-of-month field takes L (last day) or NW (weekday nearest day N), with N from 1 to 31`},
+		{"0 0 ? * ?/2", `day-of-week field "?/2": "?/2": ? means any day and takes no step`},
+		{"? * * * *", `minute field "?": "?" is not a number between 0 and 59`},
+		{"5-3 * * * *", `minute field "5-3": range "5-3" runs backwards`},
+		{"*/0 * * * *", `minute field "*/0": step of "*/0" must be at least 1`},
+		{"0 0 * * 1/2/3", `day-of-week field "1/2/3": "1/2/3" has more than one step`},
+		{"@reboot", `unknown macro "@reboot"`},
+		{"* * * *", "want 5 fields (minute, hour, day of month, month, day of week), or 6 with a leading seconds field; got 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			_, err := Parse(tt.expr, time.UTC)
+			if !errors.Is(err, ErrInvalidFormat) || !strings.HasPrefix(err.Error(), "invalid cron format: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse(%q) error = %v; want invalid cron format saying %q", tt.expr, err, tt.want)
+			}
+		})
+	}
+}
+
+// robfigFacts are what robfig/cron v3.0.1's standard parser (the one
+// Kubernetes CronJobs and Karmada's cron-scaler use) returns for edge
+// expressions of the day fields: the first eight firings after 2024-01-01
+// 00:00 UTC, and the number of firings in February 2024. They were observed by
+// running robfig/cron; they are facts to agree with, not code. The rule they
+// show: a day field that is "*" or "?" (alone or in a list, with no step or
+// step 1) makes the day fields ANDed; otherwise they are ORed, "*/2" included.
+var robfigFacts = []struct {
+	expr  string
+	feb   int
+	first []string
+}{
+	{"0 8 */2 * 1", 17, []string{"2024-01-01 08:00", "2024-01-03 08:00", "2024-01-05 08:00", "2024-01-07 08:00", "2024-01-08 08:00", "2024-01-09 08:00", "2024-01-11 08:00", "2024-01-13 08:00"}},
+	{"0 8 * * */2", 17, []string{"2024-01-02 08:00", "2024-01-04 08:00", "2024-01-06 08:00", "2024-01-07 08:00", "2024-01-09 08:00", "2024-01-11 08:00", "2024-01-13 08:00", "2024-01-14 08:00"}},
+	{"0 8 1-31 * 1", 29, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-06 08:00", "2024-01-07 08:00", "2024-01-08 08:00"}},
+	{"0 8 */1 * 1", 4, []string{"2024-01-01 08:00", "2024-01-08 08:00", "2024-01-15 08:00", "2024-01-22 08:00", "2024-01-29 08:00", "2024-02-05 08:00", "2024-02-12 08:00", "2024-02-19 08:00"}},
+	{"0 8 ? * 1", 4, []string{"2024-01-01 08:00", "2024-01-08 08:00", "2024-01-15 08:00", "2024-01-22 08:00", "2024-01-29 08:00", "2024-02-05 08:00", "2024-02-12 08:00", "2024-02-19 08:00"}},
+	{"0 8 1,* * 1", 4, []string{"2024-01-01 08:00", "2024-01-08 08:00", "2024-01-15 08:00", "2024-01-22 08:00", "2024-01-29 08:00", "2024-02-05 08:00", "2024-02-12 08:00", "2024-02-19 08:00"}},
+	{"0 8 */2 * */2", 23, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-06 08:00", "2024-01-07 08:00", "2024-01-09 08:00"}},
+	{"0 8 1/2 * 1", 17, []string{"2024-01-01 08:00", "2024-01-03 08:00", "2024-01-05 08:00", "2024-01-07 08:00", "2024-01-08 08:00", "2024-01-09 08:00", "2024-01-11 08:00", "2024-01-13 08:00"}},
+	{"0 8 13 * 5", 5, []string{"2024-01-05 08:00", "2024-01-12 08:00", "2024-01-13 08:00", "2024-01-19 08:00", "2024-01-26 08:00", "2024-02-02 08:00", "2024-02-09 08:00", "2024-02-13 08:00"}},
+	{"0 8 * * 1-5", 21, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-08 08:00", "2024-01-09 08:00", "2024-01-10 08:00"}},
+	{"0 8 */3 * MON", 13, []string{"2024-01-01 08:00", "2024-01-04 08:00", "2024-01-07 08:00", "2024-01-08 08:00", "2024-01-10 08:00", "2024-01-13 08:00", "2024-01-15 08:00", "2024-01-16 08:00"}},
+	{"0 8 1-7 * 1", 10, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-06 08:00", "2024-01-07 08:00", "2024-01-08 08:00"}},
+	{"0 0 */10 * 6,0", 10, []string{"2024-01-06 00:00", "2024-01-07 00:00", "2024-01-11 00:00", "2024-01-13 00:00", "2024-01-14 00:00", "2024-01-20 00:00", "2024-01-21 00:00", "2024-01-27 00:00"}},
+	{"0 8 1 * *", 1, []string{"2024-01-01 08:00", "2024-02-01 08:00", "2024-03-01 08:00", "2024-04-01 08:00", "2024-05-01 08:00", "2024-06-01 08:00", "2024-07-01 08:00", "2024-08-01 08:00"}},
+	{"0 8 * * 0", 4, []string{"2024-01-07 08:00", "2024-01-14 08:00", "2024-01-21 08:00", "2024-01-28 08:00", "2024-02-04 08:00", "2024-02-11 08:00", "2024-02-18 08:00", "2024-02-25 08:00"}},
+	{"0 8 15 * ?", 1, []string{"2024-01-15 08:00", "2024-02-15 08:00", "2024-03-15 08:00", "2024-04-15 08:00", "2024-05-15 08:00", "2024-06-15 08:00", "2024-07-15 08:00", "2024-08-15 08:00"}},
+	{"0 8 2/3 * 5", 12, []string{"2024-01-02 08:00", "2024-01-05 08:00", "2024-01-08 08:00", "2024-01-11 08:00", "2024-01-12 08:00", "2024-01-14 08:00", "2024-01-17 08:00", "2024-01-19 08:00"}},
+	{"0 8 */2 * 1-5", 25, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-07 08:00", "2024-01-08 08:00", "2024-01-09 08:00"}},
+	{"0 8 1,15 * */3", 14, []string{"2024-01-01 08:00", "2024-01-03 08:00", "2024-01-06 08:00", "2024-01-07 08:00", "2024-01-10 08:00", "2024-01-13 08:00", "2024-01-14 08:00", "2024-01-15 08:00"}},
+	{"0 8 10-20/5 * SUN", 7, []string{"2024-01-07 08:00", "2024-01-10 08:00", "2024-01-14 08:00", "2024-01-15 08:00", "2024-01-20 08:00", "2024-01-21 08:00", "2024-01-28 08:00", "2024-02-04 08:00"}},
+	{"0 0 * */2 1", 0, []string{"2024-01-08 00:00", "2024-01-15 00:00", "2024-01-22 00:00", "2024-01-29 00:00", "2024-03-04 00:00", "2024-03-11 00:00", "2024-03-18 00:00", "2024-03-25 00:00"}},
+	{"0 0 31 */2 *", 0, []string{"2024-01-31 00:00", "2024-03-31 00:00", "2024-05-31 00:00", "2024-07-31 00:00", "2025-01-31 00:00", "2025-03-31 00:00", "2025-05-31 00:00", "2025-07-31 00:00"}},
+	{"0 8 * * 1/1", 25, []string{"2024-01-01 08:00", "2024-01-02 08:00", "2024-01-03 08:00", "2024-01-04 08:00", "2024-01-05 08:00", "2024-01-06 08:00", "2024-01-08 08:00", "2024-01-09 08:00"}},
+	{"0 8 1 * */1", 1, []string{"2024-01-01 08:00", "2024-02-01 08:00", "2024-03-01 08:00", "2024-04-01 08:00", "2024-05-01 08:00", "2024-06-01 08:00", "2024-07-01 08:00", "2024-08-01 08:00"}},
+	{"@midnight", 29, []string{"2024-01-02 00:00", "2024-01-03 00:00", "2024-01-04 00:00", "2024-01-05 00:00", "2024-01-06 00:00", "2024-01-07 00:00", "2024-01-08 00:00", "2024-01-09 00:00"}},
+}
+
+// TestDayFieldsAgreeWithRobfigCron is a differential test against robfig/cron's
+// observed results: objects that migrate from Karmada must fire on the same
+// days here.
+func TestDayFieldsAgreeWithRobfigCron(t *testing.T) {
+	from := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, f := range robfigFacts {
+		t.Run(f.expr, func(t *testing.T) {
+			s, err := Parse(f.expr, time.UTC)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			var got []string
+			for cur, i := from, 0; i < len(f.first); i++ {
+				cur = s.Next(cur)
+				got = append(got, cur.Format("2006-01-02 15:04"))
+			}
+			if strings.Join(got, ", ") != strings.Join(f.first, ", ") {
+				t.Errorf("first firings:\n got %v\nwant %v (robfig/cron)", got, f.first)
+			}
+			feb := 0
+			for cur := time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC); ; {
+				if cur = s.Next(cur.Add(-time.Second)); cur.Month() != time.February {
+					break
+				}
+				feb++
+				cur = cur.Add(time.Second)
+			}
+			if feb != f.feb {
+				t.Errorf("firings in February 2024 = %d; robfig/cron fires %d", feb, f.feb)
+			}
+		})
 	}
 }

@@ -137,7 +137,7 @@ func Run(ctx context.Context, o *options.Options, descriptors map[string]*Contro
 	go func() {
 		defer utilruntime.HandleCrash()
 		if !o.LeaderElection.LeaderElect {
-			run(ctx)
+			runUntilStopped(ctx, run)
 			done <- nil
 			return
 		}

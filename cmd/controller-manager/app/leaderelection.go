@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +34,12 @@ import (
 // runWithLeaderElection runs the controllers while this process holds the
 // Lease. It returns nil when ctx ends and errLeaderElectionLost when the
 // lease was lost while ctx was still live.
+//
+// Shutdown keeps this order: when ctx ends the controllers stop taking work
+// and finish what is in flight (bounded by shutdownTimeout), then the lease is
+// released, then this returns and the process exits. Releasing first would
+// let the next leader start while a sync is between its target write and its
+// status write here.
 func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, o *options.Options, checks *healthChecks, run func(context.Context)) error {
 	logger := klog.FromContext(ctx)
 	hostname, err := os.Hostname()
@@ -51,9 +58,18 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, o *
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(0)
 	checks.add("leader-election", watchdog.Check)
 
-	lost := false
-	leCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The elector's context outlives ctx: it ends, and the lease is
+	// released, only once the controllers stopped (or before this process
+	// ever led).
+	leCtx, cancelLE := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelLE()
+	var leading, lost atomic.Bool
+	stopTrying := context.AfterFunc(ctx, func() {
+		if !leading.Load() {
+			cancelLE()
+		}
+	})
+	defer stopTrying()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration.Duration,
@@ -63,16 +79,27 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, o *
 		WatchDog:        watchdog,
 		Name:            options.ControllerManagerName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				leading.Store(true)
+				// Release the lease once the controllers stopped.
+				defer cancelLE()
 				logger.Info("Became the leader, starting controllers", "identity", id)
-				run(ctx)
+				// The controllers stop when the process is told to stop
+				// (ctx) or leadership is lost (leaderCtx).
+				runCtx, cancelRun := context.WithCancel(leaderCtx)
+				defer cancelRun()
+				stop := context.AfterFunc(ctx, cancelRun)
+				defer stop()
+				runUntilStopped(runCtx, run)
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
-					lost = true
+					lost.Store(true)
 					logger.Error(nil, "Lost the leader-election lease, stopping", "identity", id)
+				} else {
+					logger.Info("Left leader election", "identity", id)
 				}
-				cancel()
+				cancelLE()
 			},
 			OnNewLeader: func(identity string) {
 				if identity != id {
@@ -85,7 +112,7 @@ func runWithLeaderElection(ctx context.Context, client kubernetes.Interface, o *
 		return fmt.Errorf("configuring leader election: %w", err)
 	}
 	elector.Run(leCtx)
-	if lost {
+	if lost.Load() {
 		return errLeaderElectionLost
 	}
 	return nil

@@ -35,6 +35,41 @@ import (
 // discovery again.
 var resourcePollInterval = 10 * time.Second
 
+// shutdownTimeout bounds how long the manager waits, once told to stop, for
+// the controllers to finish their work in flight (the cron-scaler drains its
+// syncs in at most cronscaler.DefaultDrainTimeout) before it releases its
+// lease and exits anyway. It is below Kubernetes' default termination grace
+// period of 30 seconds.
+var shutdownTimeout = 25 * time.Second
+
+// runUntilStopped runs run(ctx) and returns once it returned, or once
+// shutdownTimeout passed after ctx ended, whichever comes first. It reports
+// whether run returned.
+func runUntilStopped(ctx context.Context, run func(context.Context)) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer utilruntime.HandleCrash()
+		run(ctx)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	klog.FromContext(ctx).Info("Stopping the controllers, waiting for their work in flight", "timeout", shutdownTimeout)
+	timer := time.NewTimer(shutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		klog.FromContext(ctx).Info("Controllers stopped")
+		return true
+	case <-timer.C:
+		klog.FromContext(ctx).Info("Controllers did not stop in time; going on with the shutdown", "timeout", shutdownTimeout)
+		return false
+	}
+}
+
 // runControllers starts every enabled controller and blocks until ctx ends
 // and all of them have returned. Each controller starts on its own, so one
 // that waits for its CRD does not hold back the others.
@@ -79,6 +114,9 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		logger.Error(err, "Controller failed to start")
 		checks.setControllerState(d.name, err, err.Error())
 		return
+	}
+	if prepare := beforeRun[d.name]; prepare != nil {
+		prepare(ctx, controllerCtx, controller)
 	}
 	checks.setControllerState(d.name, nil, "waiting for informer caches to sync")
 	controllerCtx.StartInformers(ctx)

@@ -29,10 +29,10 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,8 +62,15 @@ const (
 	reasonMissed          = "MissedSchedule"
 	reasonSuperseded      = "Superseded"
 	reasonInvalidRule     = "InvalidRule"
+	reasonDuplicateRules  = "DuplicateRuleNames"
 	reasonStatusNotStored = "UpdateStatusFailed"
 )
+
+// DefaultDrainTimeout bounds how long Run waits, once its context ends, for
+// the syncs in flight to finish before it cancels them: a sync cut between
+// the target write and the status write leaves a firing applied but not
+// recorded.
+const DefaultDrainTimeout = 15 * time.Second
 
 // Controller is the cron-scaler.
 type Controller struct {
@@ -77,6 +84,11 @@ type Controller struct {
 	clock      clock.WithTicker
 	queue      workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	workers    int
+	// stored says which of scaleplane's added fields the installed CRD
+	// keeps; see SetStoredFields.
+	stored StoredFields
+	// drainTimeout bounds the wait for the syncs in flight when Run stops.
+	drainTimeout time.Duration
 
 	schedules *scheduleCache
 	memory    *memory
@@ -86,7 +98,8 @@ type Controller struct {
 // NewController builds the cron-scaler and registers its event handlers on
 // the CronFederatedHPA informer. mapper maps target kinds to resources for
 // the scale client; it is reset when a kind is not found, to pick up CRDs
-// installed later.
+// installed later. Until SetStoredFields says otherwise, the CRD is assumed
+// to store none of scaleplane's added fields, as Karmada's does not.
 func NewController(
 	ctx context.Context,
 	cronInformer informers.CronFederatedHPAInformer,
@@ -100,15 +113,16 @@ func NewController(
 ) (*Controller, error) {
 	registerMetrics()
 	c := &Controller{
-		client:     client,
-		kubeClient: kubeClient,
-		scales:     scales,
-		mapper:     mapper,
-		lister:     cronInformer.Lister(),
-		synced:     cronInformer.Informer().HasSynced,
-		recorder:   recorder,
-		clock:      clk,
-		workers:    workers,
+		client:       client,
+		kubeClient:   kubeClient,
+		scales:       scales,
+		mapper:       mapper,
+		lister:       cronInformer.Lister(),
+		synced:       cronInformer.Informer().HasSynced,
+		recorder:     recorder,
+		clock:        clk,
+		workers:      workers,
+		drainTimeout: DefaultDrainTimeout,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},
@@ -117,6 +131,7 @@ func NewController(
 		memory:    newMemory(),
 		counts:    newWatchCounts(),
 	}
+	publishStoredFields(c.stored)
 	if _, err := cronInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onAdd(ctx, obj) },
 		UpdateFunc: func(oldObj, newObj any) { c.onUpdate(ctx, oldObj, newObj) },
@@ -132,7 +147,13 @@ func ptrTo[T any](v T) *T { return &v }
 // Name returns the controller's name.
 func (c *Controller) Name() string { return Name }
 
-// Run starts the workers and blocks until ctx ends.
+// Run starts the workers and blocks until ctx ends and the workers stopped.
+//
+// When ctx ends the workers take no more work, and the syncs in flight finish
+// with a context of their own, which is cancelled only if they take longer
+// than the drain timeout: a sync cut between the target write and the status
+// write would leave a firing applied but not recorded. The controller manager
+// releases its leader-election lease only after Run returned.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
@@ -140,44 +161,64 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	logger.Info("Starting workers", "workers", c.workers)
-	done := make(chan struct{})
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
 	for i := 0; i < c.workers; i++ {
+		wg.Add(1)
 		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, workCtx) }, time.Second)
 		}()
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
-	for i := 0; i < c.workers; i++ {
-		<-done
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	logger.Info("Stopping: no new syncs, waiting for the syncs in flight", "timeout", c.drainTimeout)
+	timer := c.clock.NewTimer(c.drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C():
+		logger.Info("The syncs in flight did not finish in time, cancelling them", "timeout", c.drainTimeout)
+		cancelWork()
+		<-stopped
 	}
 	logger.Info("Workers stopped")
 }
 
-// worker processes keys until the queue shuts down. A panic ends only this
-// call; wait.Until starts the worker again.
-func (c *Controller) worker(ctx context.Context) {
+// worker processes keys until stop ends or the queue shuts down; syncs run
+// with work. A panic ends only this call; wait.Until starts the worker again.
+func (c *Controller) worker(stop, work context.Context) {
 	defer func() {
 		if r := recover(); r != nil {
-			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("%v", r), "Cron-scaler worker panicked", "stack", string(debug.Stack()))
+			utilruntime.HandleErrorWithContext(work, fmt.Errorf("%v", r), "Cron-scaler worker panicked", "stack", string(debug.Stack()))
 		}
 	}()
-	for c.processNextWorkItem(ctx) {
+	for c.processNextWorkItem(stop, work) {
 	}
 }
 
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+func (c *Controller) processNextWorkItem(stop, work context.Context) bool {
 	key, quit := c.queue.Get()
 	if quit {
 		return false
 	}
 	defer c.queue.Done(key)
+	// A queue that is shut down still hands out what it holds: take no new
+	// work once stopping.
+	if stop.Err() != nil {
+		return false
+	}
 
-	requeueAfter, err := c.syncRecovered(ctx, key)
+	requeueAfter, err := c.syncRecovered(work, key)
 	switch {
 	case err != nil:
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
+		utilruntime.HandleErrorWithContext(work, err, "Syncing CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
 		c.queue.AddRateLimited(key)
 	case requeueAfter > 0:
 		c.queue.Forget(key)
@@ -212,14 +253,32 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err != nil {
 		return 0, err
 	}
+	base := c.memory.base(key, obj)
+	if base == nil {
+		// The cache has not caught up with this process's last status
+		// write: planning from it could apply a firing twice.
+		live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c.memory.forget(key)
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+		}
+		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
+		obj = live
+		c.memory.forgetWritten(key, obj.UID)
+		base = obj.Status.DeepCopy()
+	}
+	if dups := duplicateRuleNames(obj.Spec.Rules); len(dups) > 0 {
+		return 0, c.refuse(ctx, obj, base, dups)
+	}
+	c.memory.accept(key, obj.UID)
 	now := c.clock.Now()
 
 	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
-	plans := c.plan(obj, replanAll, replanRules, now)
-	if err := c.fire(ctx, obj, plans, now); err != nil {
-		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
-		return 0, err
-	}
+	plans := c.plan(obj, base, replanAll, replanRules, now)
+	c.fire(ctx, obj, plans, now)
 	if err := c.updateStatus(ctx, obj, plans); err != nil {
 		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
 		return 0, err
@@ -240,18 +299,78 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// plan plans every rule of the object, from its status merged with what this
-// process recorded and has not seen in the cache yet.
-func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, replanAll bool, replan map[string]bool, now time.Time) []rulePlan {
-	key := cache.MetaObjectToName(obj)
-	histories := c.memory.merge(key, obj.UID, obj.Spec.Rules, &obj.Status)
+// duplicateRuleNames returns the names used by more than one rule.
+func duplicateRuleNames(rules []autoscalingv1alpha1.CronFederatedHPARule) []string {
+	seen := make(map[string]int, len(rules))
+	var dups []string
+	for i := range rules {
+		seen[rules[i].Name]++
+		if seen[rules[i].Name] == 2 {
+			dups = append(dups, rules[i].Name)
+		}
+	}
+	return dups
+}
+
+// refuse handles an object whose rules share names: a rule's name is the key
+// of its history, so such rules would read and overwrite each other's history
+// and one of them would never fire. No rule of the object runs; status keeps
+// its histories but promises no next execution; a Warning event says why,
+// once per change of the object. The CRD and the webhook reject such objects;
+// this covers a cluster with neither (Karmada's CRD without its webhook).
+func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, dups []string) error {
+	if c.memory.refuse(cache.MetaObjectToName(obj), obj.UID, obj.Generation) {
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonDuplicateRules,
+			"Rule names %q are used by more than one rule; a rule's name is the key of its history, so no rule of this object runs until every rule has a name of its own", dups)
+		klog.FromContext(ctx).Info("Refusing a CronFederatedHPA whose rules share names", "names", dups)
+	}
+	status := base.DeepCopy()
+	for i := range status.ExecutionHistories {
+		status.ExecutionHistories[i].NextExecutionTime = nil
+	}
+	return c.writeStatus(ctx, obj, *status)
+}
+
+// plan plans every rule of the object from base, its status as this sync
+// found it (see memory.base).
+func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll bool, replan map[string]bool, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	for i := range obj.Spec.Rules {
 		rule := &obj.Spec.Rules[i]
 		sched, err := c.schedules.get(rule)
-		plans = append(plans, planRule(rule, histories[rule.Name], sched, err, replanAll || replan[rule.Name], now))
+		history, found := findHistory(base, rule.Name)
+		var start time.Time
+		if !found {
+			start = ruleStart(obj, base, now)
+		}
+		plans = append(plans, planRule(rule, history, sched, err, replanAll || replan[rule.Name], start, now))
 	}
 	return plans
+}
+
+// ruleStart is when a rule with no history came to exist, the time its first
+// sight plans from (as the CronJob controller plans a new CronJob from its
+// creation). It is the object's creation when status has no history at all
+// (the object was never synced). Otherwise the rule was added to an existing
+// object: the last change of the object's spec or metadata (the newest time
+// in its managed fields, status writes aside), which is when the generation
+// that added the rule was written, or later. (A rule added while the
+// controller watched was marked for a replan by the event handler instead,
+// which plans from the moment it was seen.) Never after now, so a clock
+// behind the apiserver's cannot make a rule skip its present.
+func ruleStart(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, now time.Time) time.Time {
+	start := obj.CreationTimestamp.Time
+	if len(base.ExecutionHistories) > 0 {
+		for _, f := range obj.ManagedFields {
+			if f.Subresource == "" && f.Time != nil && f.Time.Time.After(start) {
+				start = f.Time.Time
+			}
+		}
+	}
+	if start.IsZero() || start.After(now) {
+		return now
+	}
+	return start
 }
 
 // firing is one rule's due scheduled time and what it sets.
@@ -267,10 +386,15 @@ type firing struct {
 // fire records missed scheduled times and runs the due firings with one
 // write to the target. When several due firings set the same field (after
 // downtime, say), the latest scheduled one wins and the others are recorded
-// as superseded, so the target does not flap through stale values. A
-// transient failure returns an error before anything is recorded, so the
-// sync is retried while the firing may still run.
-func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, now time.Time) error {
+// as superseded, so the target does not flap through stale values.
+//
+// A transient failure of the target write (a 5xx, a timeout, a webhook that
+// is down) is retried while the firings may still run: each attempt's reason
+// is a Warning event, nextExecutionTime keeps naming the firing being
+// retried, the missed scheduled times found are recorded all the same, and
+// the sync is requeued for the next attempt. The firing is recorded as
+// failed, with the last reason, once it is given up (recordMissed).
+func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, now time.Time) {
 	t, targetErr := parseTarget(obj.Spec.ScaleTargetRef)
 	var due []*firing
 	for i := range plans {
@@ -286,7 +410,39 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	}
 	// Oldest first; among equal times, spec order.
 	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.due.Before(due[j].plan.due) })
+	merged := mergeFirings(due)
 
+	var applyErr error
+	if merged != (values{}) {
+		applyErr = c.apply(ctx, obj.Namespace, t, merged)
+	}
+	transient := applyErr != nil && !isPermanent(applyErr)
+	if transient {
+		klog.FromContext(ctx).Info("Target write failed for a transient reason, will retry", "target", t.String(), "err", applyErr)
+	}
+
+	for i := range plans {
+		c.recordMissed(obj, &plans[i], now)
+	}
+	retries := map[string]firingRetry{}
+	for _, f := range due {
+		if transient && f.err == nil {
+			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
+			continue
+		}
+		c.recordFiring(obj, t, f, due, applyErr, now)
+	}
+	c.memory.setRetries(cache.MetaObjectToName(obj), obj.UID, retries)
+	for i := range plans {
+		if plans[i].invalid != nil {
+			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].rule.Name, plans[i].invalid)
+		}
+	}
+}
+
+// mergeFirings returns what one write sets for the due firings (oldest
+// first): the latest firing setting a field wins it.
+func mergeFirings(due []*firing) values {
 	var merged values
 	var owners [3]*firing
 	for _, f := range due {
@@ -312,44 +468,75 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	if owners[2] != nil {
 		owners[2].won.max = merged.max
 	}
-
-	var applyErr error
-	if merged != (values{}) {
-		applyErr = c.apply(ctx, obj.Namespace, t, merged)
-		if applyErr != nil && !isPermanent(applyErr) {
-			return fmt.Errorf("firing rules of %s: %w", klog.KObj(obj), applyErr)
-		}
-	}
-
-	// Everything below records: the firings are done.
-	for i := range plans {
-		c.recordMissed(obj, &plans[i], now)
-	}
-	for _, f := range due {
-		c.recordFiring(obj, t, f, due, applyErr, now)
-	}
-	key := cache.MetaObjectToName(obj)
-	for i := range plans {
-		if p := &plans[i]; p.missed > 0 || !p.due.IsZero() {
-			c.memory.remember(key, obj.UID, p.history)
-		}
-		if plans[i].invalid != nil {
-			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].rule.Name, plans[i].invalid)
-		}
-	}
-	return nil
+	return merged
 }
 
+// retryFiring leaves the plan's firing to be tried again: nextExecutionTime
+// stays its scheduled time (it is still to run), the attempt's reason is a
+// Warning event, and the next attempt comes with exponential backoff, never
+// later than the firing's deadline, when it is given up.
+func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
+	if !ok || !r.slot.Equal(p.due) {
+		r = firingRetry{slot: p.due, first: now}
+	}
+	r.attempts++
+	r.lastErr = err.Error()
+	p.history.NextExecutionTime = metaTime(p.due)
+	p.retryAt = now.Add(retryBackoff(r.attempts))
+	if p.retryAt.After(p.deadline) {
+		p.retryAt = p.deadline
+	}
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
+		p.rule.Name, p.due.UTC().Format(time.RFC3339), r.attempts, p.deadline.UTC().Format(time.RFC3339), err)
+	return r
+}
+
+// retryBackoff is the wait after attempt n of a firing: 1s doubling, at most
+// 5 minutes, so a target that is down for hours costs a few requests.
+func retryBackoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < maxRetryBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryBackoff)
+}
+
+const maxRetryBackoff = 5 * time.Minute
+
+// recordMissed records the plan's missed scheduled times. The first of them
+// may be a firing that was being retried and is now too late: it failed, and
+// is recorded with the reason of its last attempt rather than as missed.
 func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, now time.Time) {
 	if p.missed == 0 {
 		return
 	}
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
+	if !ok || !r.slot.Equal(p.firstMissed) {
+		c.recordMissedRange(obj, p, p.missed, p.firstMissed, now)
+		return
+	}
+	msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
+		r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastErr)
+	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+		ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
+	})
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
+	firings.WithLabelValues(resultFailed).Inc()
+	if p.missed > 1 {
+		c.recordMissedRange(obj, p, p.missed-1, p.secondMissed, now)
+	}
+}
+
+// recordMissedRange records count missed scheduled times from first to the
+// plan's lastMissed as one failed execution.
+func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, count int, first, now time.Time) {
 	var msg string
 	switch {
-	case p.missed >= maxCountedMisses:
-		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", p.missed, p.firstMissed.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
-	case p.missed > 1:
-		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", p.missed, p.firstMissed.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+	case count >= maxCountedMisses:
+		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+	case count > 1:
+		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
 	default:
 		msg = fmt.Sprintf("missed the scheduled time %s", p.lastMissed.UTC().Format(time.RFC3339))
 	}
@@ -362,7 +549,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 		ScheduleTime: metaTime(p.lastMissed), ExecutionTime: metaTime(now), Message: msg,
 	})
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
-	missedFirings.Add(float64(p.missed))
+	missedFirings.Add(float64(count))
 	firings.WithLabelValues(resultMissed).Inc()
 }
 
@@ -434,22 +621,44 @@ func describe(v values) string {
 // overwriting newer status. It writes nothing when nothing changed. A failed
 // write is retried by the caller; the histories recorded in this sync are in
 // memory, so the retry writes them without firing again.
+// updateStatus writes the planned histories, in spec order, as the installed
+// schema stores them (lastScheduleTime only where it is kept).
 func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan) error {
 	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
 	for i := range plans {
-		status.ExecutionHistories = append(status.ExecutionHistories, plans[i].history)
+		h := plans[i].history
+		if !c.stored.LastScheduleTime {
+			h.LastScheduleTime = nil
+		}
+		status.ExecutionHistories = append(status.ExecutionHistories, h)
 	}
-	if equality.Semantic.DeepEqual(normalize(obj.Status), normalize(status)) {
+	err := c.writeStatus(ctx, obj, status)
+	if err != nil {
+		c.memory.setPending(cache.MetaObjectToName(obj), obj.UID, status.ExecutionHistories)
+	}
+	return err
+}
+
+// writeStatus writes status unless the object read already has it, with the
+// resourceVersion the sync read: a stale cache makes it conflict instead of
+// overwriting newer status. What the apiserver stored is remembered until the
+// cache shows it. A failed write is retried by the caller.
+func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, status autoscalingv1alpha1.CronFederatedHPAStatus) error {
+	key := cache.MetaObjectToName(obj)
+	if sameStatus(obj.Status, status) {
+		c.memory.settled(key, obj.UID)
 		return nil
 	}
 	updated := obj.DeepCopy()
 	updated.Status = status
-	_, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
+		c.memory.setWritten(key, obj.UID, stored.Status)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Deleted meanwhile: nothing left to record.
+		c.memory.forget(key)
 		return nil
 	case apierrors.IsConflict(err):
 		// The cache is behind; the retry reads the newer object.
@@ -457,32 +666,4 @@ func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonStatusNotStored, "Could not record the rules' executions in status, will retry: %v", err)
 	return fmt.Errorf("updating the status of %s: %w", klog.KObj(obj), err)
-}
-
-// normalize makes status comparable after a round trip through JSON: times
-// have second precision and empty lists are nil.
-func normalize(s autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
-	out := *s.DeepCopy()
-	if len(out.ExecutionHistories) == 0 {
-		out.ExecutionHistories = nil
-	}
-	for i := range out.ExecutionHistories {
-		h := &out.ExecutionHistories[i]
-		h.NextExecutionTime = truncate(h.NextExecutionTime)
-		h.LastScheduleTime = truncate(h.LastScheduleTime)
-		if len(h.SuccessfulExecutions) == 0 {
-			h.SuccessfulExecutions = nil
-		}
-		if len(h.FailedExecutions) == 0 {
-			h.FailedExecutions = nil
-		}
-	}
-	return out
-}
-
-func truncate(t *metav1.Time) *metav1.Time {
-	if t == nil {
-		return nil
-	}
-	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
 }

@@ -40,10 +40,11 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 // onUpdate enqueues the object and marks the rules whose plan a spec change
 // invalidates: all of them when the target changed (a firing planned for the
 // old target must not land on the new one), a rule whose schedule or time
-// zone changed, and a rule that was resumed (what it skipped while suspended
-// is not replayed). Updates of status alone (the controller's own writes)
-// also enqueue: that sync is cheap, writes nothing, and lets the in-process
-// memory drop what the cache has caught up with.
+// zone changed, a rule that was resumed (what it skipped while suspended is
+// not replayed), and a rule that was added (it exists from the moment it is
+// seen). Updates of status alone (the controller's own writes) also enqueue:
+// that sync is cheap, writes nothing, and lets the in-process memory drop
+// what the cache has caught up with.
 func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 	oldCron, ok1 := oldObj.(*autoscalingv1alpha1.CronFederatedHPA)
 	newCron, ok2 := newObj.(*autoscalingv1alpha1.CronFederatedHPA)
@@ -80,6 +81,7 @@ func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []
 		r := &newCron.Spec.Rules[i]
 		o, ok := old[r.Name]
 		if !ok {
+			rules = append(rules, r.Name)
 			continue
 		}
 		resumed := ptr.Deref(o.Suspend, false) && !ptr.Deref(r.Suspend, false)

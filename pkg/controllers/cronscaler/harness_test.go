@@ -49,12 +49,48 @@ import (
 
 const ns = "default"
 
+// schemaVariant is a CronFederatedHPA CRD schema the harness plays:
+// scaleplane's, or Karmada's, which stores neither maxDelaySeconds nor
+// lastScheduleTime (the apiserver prunes them on every write).
+type schemaVariant struct {
+	name   string
+	stored StoredFields
+}
+
+var (
+	projectSchema = schemaVariant{name: "scaleplane CRD", stored: AllStoredFields}
+	karmadaSchema = schemaVariant{name: "Karmada CRD", stored: StoredFields{}}
+)
+
+// forEachSchema runs a planning or memory test on both schemas: every promise
+// of the cron-scaler must hold without the fields Karmada's CRD prunes.
+func forEachSchema(t *testing.T, test func(t *testing.T, crd schemaVariant)) {
+	for _, crd := range []schemaVariant{projectSchema, karmadaSchema} {
+		t.Run(crd.name, func(t *testing.T) { test(t, crd) })
+	}
+}
+
+// prune drops what the schema does not store, as the apiserver does.
+func (s schemaVariant) prune(obj *autoscalingv1alpha1.CronFederatedHPA) {
+	if !s.stored.MaxDelaySeconds {
+		for i := range obj.Spec.Rules {
+			obj.Spec.Rules[i].MaxDelaySeconds = nil
+		}
+	}
+	if !s.stored.LastScheduleTime {
+		for i := range obj.Status.ExecutionHistories {
+			obj.Status.ExecutionHistories[i].LastScheduleTime = nil
+		}
+	}
+}
+
 // harness runs the controller's sync against fake clientsets, a fake scale
 // client backed by a map, and a fake clock. The informer cache is an indexer
 // the test refreshes from the fake clientset, so tests choose when the cache
 // catches up (or not, to play a stale cache).
 type harness struct {
 	t        *testing.T
+	schema   schemaVariant
 	ctx      context.Context
 	clock    *testingclock.FakeClock
 	client   *fake.Clientset
@@ -68,18 +104,39 @@ type harness struct {
 
 func newHarness(t *testing.T, now time.Time, objects ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessOn(t, projectSchema, now, objects...)
+}
+
+// newHarnessOn is newHarness on the given CRD schema: objects and every write
+// of a CronFederatedHPA lose what the schema does not store.
+func newHarnessOn(t *testing.T, crd schemaVariant, now time.Time, objects ...runtime.Object) *harness {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	h := &harness{t: t, ctx: ctx, clock: testingclock.NewFakeClock(now)}
+	h := &harness{t: t, schema: crd, ctx: ctx, clock: testingclock.NewFakeClock(now)}
 	var crons, kube []runtime.Object
 	for _, o := range objects {
-		switch o.(type) {
-		case *autoscalingv1alpha1.CronFederatedHPA, *autoscalingv1alpha1.FederatedHPA:
+		switch o := o.(type) {
+		case *autoscalingv1alpha1.CronFederatedHPA:
+			o = o.DeepCopy()
+			crd.prune(o)
+			crons = append(crons, o)
+		case *autoscalingv1alpha1.FederatedHPA:
 			crons = append(crons, o)
 		default:
 			kube = append(kube, o)
 		}
 	}
 	h.client = fake.NewSimpleClientset(crons...)
+	pruneWrites := func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := action.(clienttesting.CreateAction); ok {
+			if cron, ok := obj.GetObject().(*autoscalingv1alpha1.CronFederatedHPA); ok {
+				crd.prune(cron)
+			}
+		}
+		return false, nil, nil
+	}
+	h.client.PrependReactor("create", "cronfederatedhpas", pruneWrites)
+	h.client.PrependReactor("update", "cronfederatedhpas", pruneWrites)
 	h.kube = kubefake.NewSimpleClientset(kube...)
 	h.scales = newScaleStore()
 	h.mapper = newTestMapper()
@@ -98,6 +155,7 @@ func (h *harness) newController() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	c.SetStoredFields(h.schema.stored)
 	h.c = c
 	h.indexer = informer.Informer().GetIndexer()
 	h.refresh()
@@ -211,13 +269,28 @@ type scaleStore struct {
 	updates  int
 	// conflicts makes the next updates fail with a conflict.
 	conflicts int
+	// err, when set, fails every update with it.
+	err error
+	// block, when set, holds every update until it is closed; entered
+	// receives one value per update that started.
+	block, entered chan struct{}
 }
 
 func newScaleStore() *scaleStore {
 	s := &scaleStore{fake: &scalefake.FakeScaleClient{}, replicas: map[string]int32{}}
 	s.fake.AddReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		s.mu.Lock()
+		block, entered := s.block, s.entered
+		s.mu.Unlock()
+		if block != nil {
+			entered <- struct{}{}
+			<-block
+		}
+		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.err != nil {
+			return true, nil, s.err
+		}
 		patch := action.(clienttesting.PatchAction)
 		if patch.GetSubresource() != "scale" || patch.GetPatchType() != types.MergePatchType {
 			return true, nil, fmt.Errorf("unexpected %s patch of %s", patch.GetPatchType(), patch.GetSubresource())
@@ -251,6 +324,12 @@ func (s *scaleStore) set(resource, name string, replicas int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replicas[resource+"/"+name] = replicas
+}
+
+func (s *scaleStore) failWith(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
 }
 
 func (s *scaleStore) get(resource, name string) int32 {

@@ -67,6 +67,12 @@ var (
 		Help:           "Rules of the CronFederatedHPAs the cron-scaler watches.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	schemaFieldStored = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "crd_schema_field_stored",
+		Help:           "1 if the installed CronFederatedHPA CRD stores the field that scaleplane adds to Karmada's API (maxDelaySeconds, lastScheduleTime), 0 if the apiserver prunes it (Karmada's own CRD) or the CRD could not be read.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"field"})
 )
 
 var registerOnce sync.Once
@@ -75,6 +81,6 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules)
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored)
 	})
 }

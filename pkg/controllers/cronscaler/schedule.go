@@ -36,7 +36,12 @@ type scheduleCache struct {
 	m  map[scheduleKey]scheduleEntry
 }
 
-type scheduleKey struct{ expr, zone string }
+// scheduleKey tells an absent time zone (the process's) from an empty one
+// (UTC).
+type scheduleKey struct {
+	expr, zone string
+	hasZone    bool
+}
 
 type scheduleEntry struct {
 	sched *cronschedule.Schedule
@@ -51,11 +56,12 @@ func newScheduleCache() *scheduleCache {
 	return &scheduleCache{m: map[scheduleKey]scheduleEntry{}}
 }
 
-// get parses the rule's schedule in its time zone ("" is the process's own).
+// get parses the rule's schedule in its time zone: the process's own when
+// timeZone is absent, UTC when it is "" (as Karmada reads it).
 func (c *scheduleCache) get(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error) {
 	key := scheduleKey{expr: rule.Schedule}
 	if rule.TimeZone != nil {
-		key.zone = *rule.TimeZone
+		key.zone, key.hasZone = *rule.TimeZone, true
 	}
 	c.mu.Lock()
 	e, ok := c.m[key]
@@ -63,7 +69,7 @@ func (c *scheduleCache) get(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cr
 	if ok {
 		return e.sched, e.err
 	}
-	loc, err := cronschedule.LoadLocation(key.zone)
+	loc, err := cronschedule.RuleLocation(rule.TimeZone)
 	if err != nil {
 		e.err = fmt.Errorf("time zone %q: %w", key.zone, err)
 	} else if e.sched, e.err = cronschedule.Parse(key.expr, loc); e.err != nil {
@@ -94,23 +100,39 @@ type rulePlan struct {
 	// too late; lastMissed and firstMissed are the latest and earliest.
 	missed                  int
 	firstMissed, lastMissed time.Time
+	// secondMissed is the missed time after firstMissed, if any.
+	secondMissed time.Time
+
+	// deadline is when due stops being runnable: maxDelaySeconds after it,
+	// or the rule's next scheduled time, whichever comes first.
+	deadline time.Time
+	// retryAt is set when due failed for a transient reason: the sync that
+	// tries it again is requeued then, and nextExecutionTime stays due.
+	retryAt time.Time
 }
 
 // planRule decides whether the rule is due at now, and when it fires next.
 //
-// The rule's durable state is its history in status: lastScheduleTime (the
-// latest scheduled time handled, whether applied, failed or missed) and
-// nextExecutionTime (the next one planned). A scheduled time S is run only if
-// S > lastScheduleTime and S >= nextExecutionTime, so nothing is ever run
-// twice and nothing from before the plan is replayed:
-//   - no nextExecutionTime (first sight of the rule, or it was suspended or
-//     unschedulable) or one that is not a scheduled time of the current
-//     schedule (the schedule or zone changed), or an explicit replan (target
-//     changed, rule resumed): plan from now, run nothing now;
+// The rule's durable state is its history in status, as both Karmada's schema
+// and scaleplane's store it: the newest scheduled time in its successful and
+// failed executions (lastHandled: applied, failed or missed; lastScheduleTime
+// adds to it where the schema keeps it) and nextExecutionTime (the next one
+// planned). A scheduled time S is run only if S > lastHandled and S >=
+// nextExecutionTime, so nothing is ever run twice and nothing from before the
+// plan is replayed:
+//   - the first sight of a rule (no history at all) plans from start, the time
+//     the rule came to exist (see ruleStart), so a scheduled time that passed
+//     while the controller was down is still run, as the CronJob controller
+//     does;
+//   - no nextExecutionTime (the rule was suspended or unschedulable), one that
+//     is not a scheduled time of the current schedule (the schedule or zone
+//     changed), or an explicit replan (target changed, rule added, resumed or
+//     rescheduled while the controller watched): plan from now, run nothing
+//     now;
 //   - otherwise the latest scheduled time S <= now runs if it is at most
 //     maxDelaySeconds late (unset: while it is the latest, i.e. until the
 //     next one); earlier ones since the plan are recorded as missed.
-func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalingv1alpha1.ExecutionHistory, sched *cronschedule.Schedule, schedErr error, replan bool, now time.Time) rulePlan {
+func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalingv1alpha1.ExecutionHistory, sched *cronschedule.Schedule, schedErr error, replan bool, start, now time.Time) rulePlan {
 	p := rulePlan{rule: rule, history: history}
 	p.history.RuleName = rule.Name
 	if rule.Suspend != nil && *rule.Suspend {
@@ -124,37 +146,53 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 		p.history.NextExecutionTime = nil
 		return p
 	}
-	planned := history.NextExecutionTime
-	if replan || planned == nil || !sched.Prev(planned.Time).Equal(planned.Time) {
-		p.history.NextExecutionTime = metaTime(sched.Next(now))
-		return p
-	}
-	floor := planned.Time
-	if last := history.LastScheduleTime; last != nil && !floor.After(last.Time) {
-		floor = sched.Next(last.Time)
+	var floor time.Time
+	switch planned := history.NextExecutionTime; {
+	case replan:
+	case planned != nil && sched.Prev(planned.Time).Equal(planned.Time):
+		floor = planned.Time
+	case planned == nil && !start.IsZero():
+		// Like the CronJob controller: the first scheduled time after the
+		// rule came to exist.
+		floor = sched.Next(start)
 	}
 	p.history.NextExecutionTime = metaTime(sched.Next(now))
+	if floor.IsZero() {
+		return p
+	}
+	if last := lastHandled(&history); !last.IsZero() && !floor.After(last) {
+		floor = sched.Next(last)
+	}
 	slot := sched.Prev(now)
 	if slot.IsZero() || floor.IsZero() || slot.Before(floor) {
 		return p
 	}
 	for t := floor; t.Before(slot) && p.missed < maxCountedMisses; t = sched.Next(t) {
-		if p.missed == 0 {
-			p.firstMissed = t
-		}
-		p.missed++
-		p.lastMissed = t
+		p.addMissed(t)
 	}
 	if d := rule.MaxDelaySeconds; d != nil && now.Sub(slot) > time.Duration(*d)*time.Second {
-		if p.missed == 0 {
-			p.firstMissed = slot
-		}
-		p.missed++
-		p.lastMissed = slot
+		p.addMissed(slot)
 		return p
 	}
 	p.due = slot
+	p.deadline = sched.Next(slot)
+	if d := rule.MaxDelaySeconds; d != nil {
+		if end := slot.Add(time.Duration(*d) * time.Second); end.Before(p.deadline) {
+			p.deadline = end
+		}
+	}
 	return p
+}
+
+func (p *rulePlan) addMissed(t time.Time) {
+	switch p.missed {
+	case 0:
+		p.firstMissed = t
+	case 1:
+		p.secondMissed = t
+	}
+	p.missed++
+	p.lastMissed = t
 }
 
 // nextRequeue returns how long until the earliest planned firing, plus a
@@ -163,8 +201,12 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 func nextRequeue(plans []rulePlan, now time.Time) (time.Duration, bool) {
 	var earliest time.Time
 	for i := range plans {
-		if n := plans[i].history.NextExecutionTime; n != nil && (earliest.IsZero() || n.Time.Before(earliest)) {
-			earliest = n.Time
+		at := plans[i].retryAt
+		if n := plans[i].history.NextExecutionTime; at.IsZero() && n != nil {
+			at = n.Time
+		}
+		if !at.IsZero() && (earliest.IsZero() || at.Before(earliest)) {
+			earliest = at
 		}
 	}
 	if earliest.IsZero() {

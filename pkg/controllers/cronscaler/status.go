@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -89,33 +90,82 @@ func findHistory(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string
 	return autoscalingv1alpha1.ExecutionHistory{RuleName: rule}, false
 }
 
+// lastHandled is the latest scheduled time the history says was handled
+// (applied, failed or missed). It is read from what every schema stores, the
+// newest scheduleTime of the successful and failed executions, and from
+// lastScheduleTime where the schema keeps it (Karmada's prunes it; it also
+// still counts a failure that failedHistoryLimit 0 did not keep).
+func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
+	var last time.Time
+	later := func(t *metav1.Time) {
+		if t != nil && t.Time.After(last) {
+			last = t.Time
+		}
+	}
+	later(h.LastScheduleTime)
+	for i := range h.SuccessfulExecutions {
+		later(h.SuccessfulExecutions[i].ScheduleTime)
+	}
+	for i := range h.FailedExecutions {
+		later(h.FailedExecutions[i].ScheduleTime)
+	}
+	return last
+}
+
 // memory is what this process knows about CronFederatedHPAs that their
 // status, as the informer cache shows it, may not say yet.
 //
 // Why it exists: a firing applies the target first and records it in status
-// second (one status write per sync). If that status write fails (a conflict
-// because the cache was stale, or the API server was briefly unavailable), or
-// succeeds but the cache has not seen it yet when the object is synced again,
-// the cache still shows the old lastScheduleTime, and the same scheduled time
-// would be applied twice. So every history a sync records is kept here until
-// the cache shows a lastScheduleTime at least as new, and a sync plans from
-// whichever of the two is newer. Across restarts and leader changes status is
-// the only record: the new process lists fresh objects, and the one case left
-// is a process that dies between the target write and the status write; the
-// next one then sets the same value again, which is harmless.
+// second (one status write per sync). If the status write fails (a conflict
+// because the cache was stale, or the API server was briefly unavailable),
+// the firing is recorded nowhere but here: the next sync plans from these
+// pending histories and writes them. If the write succeeds but the cache has
+// not seen it yet when the object is synced again, the cache still shows the
+// old status, and the same scheduled time would be applied twice: so the
+// status the apiserver stored is kept until the cache shows it, and a sync
+// that finds the cache showing something else reads the object from the
+// apiserver instead.
+//
+// It never outlives what it is for: a stored status is dropped as soon as the
+// cache shows it (compared as stored, so fields a schema prunes cannot keep
+// it alive), and pending histories as soon as a write succeeds. Across
+// restarts and leader changes status is the only record: the new process
+// lists fresh objects, and the one case left is a process that dies between
+// the target write and the status write; the next one then sets the same
+// value again, which is harmless.
 //
 // It also holds replan marks set by the event handlers (target changed, rule
-// resumed, schedule changed) until a sync has planned from them.
+// added, resumed or rescheduled) until a sync has planned from them, the
+// retries of firings that failed for a transient reason, and whether an
+// object was refused (duplicate rule names) at its current generation.
 type memory struct {
 	mu      sync.Mutex
 	objects map[cache.ObjectName]*objectMemory
 }
 
 type objectMemory struct {
-	uid       types.UID
-	histories map[string]autoscalingv1alpha1.ExecutionHistory
+	uid types.UID
+	// written is the status the apiserver stored from this process's last
+	// successful write, until the cache shows it.
+	written *autoscalingv1alpha1.CronFederatedHPAStatus
+	// pending are histories of a sync whose status write failed, by rule.
+	pending   map[string]autoscalingv1alpha1.ExecutionHistory
 	replanAll bool
 	replan    map[string]bool
+	retries   map[string]firingRetry
+	// refused is set, with the generation, once an object with duplicate
+	// rule names was reported, so it is reported once per change.
+	refused           bool
+	refusedGeneration int64
+}
+
+// firingRetry is a firing whose target write failed for a transient reason and is
+// tried again while its scheduled time may still run.
+type firingRetry struct {
+	slot     time.Time
+	attempts int
+	first    time.Time
+	lastErr  string
 }
 
 func newMemory() *memory {
@@ -132,7 +182,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 		o = nil
 	}
 	if o == nil && create {
-		o = &objectMemory{uid: uid, histories: map[string]autoscalingv1alpha1.ExecutionHistory{}, replan: map[string]bool{}}
+		o = &objectMemory{uid: uid, replan: map[string]bool{}, retries: map[string]firingRetry{}}
 		m.objects[key] = o
 	}
 	return o
@@ -140,7 +190,8 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
-	if o != nil && len(o.histories) == 0 && len(o.replan) == 0 && !o.replanAll {
+	if o != nil && o.written == nil && len(o.pending) == 0 && len(o.replan) == 0 && !o.replanAll &&
+		len(o.retries) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
 }
@@ -149,6 +200,13 @@ func (m *memory) forget(key cache.ObjectName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.objects, key)
+}
+
+// size is the number of objects remembered, for tests.
+func (m *memory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.objects)
 }
 
 // markReplan asks the next sync to plan the named rules (all when all is
@@ -178,50 +236,170 @@ func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (bool, map[stri
 	return all, rules
 }
 
-// merge returns the history to plan the rule from: the cached status's, or
-// the one this process recorded if it is newer. Recorded histories the cache
-// has caught up with, and those of rules no longer in the spec, are dropped.
-func (m *memory) merge(key cache.ObjectName, uid types.UID, rules []autoscalingv1alpha1.CronFederatedHPARule, status *autoscalingv1alpha1.CronFederatedHPAStatus) map[string]autoscalingv1alpha1.ExecutionHistory {
+// base decides which status to plan from. It returns the pending histories
+// of a failed write merged over the cached status; nil when the cache is
+// behind this process's last successful write and the object must be read
+// from the apiserver; otherwise the cached status (and forgets the write the
+// cache has caught up with).
+func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) *autoscalingv1alpha1.CronFederatedHPAStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, obj.UID, false)
+	cached := obj.Status.DeepCopy()
+	switch {
+	case o == nil:
+		return cached
+	case len(o.pending) > 0:
+		merged := map[string]bool{}
+		for i := range cached.ExecutionHistories {
+			if h, ok := o.pending[cached.ExecutionHistories[i].RuleName]; ok {
+				cached.ExecutionHistories[i] = *h.DeepCopy()
+				merged[h.RuleName] = true
+			}
+		}
+		for name, h := range o.pending {
+			if !merged[name] {
+				cached.ExecutionHistories = append(cached.ExecutionHistories, *h.DeepCopy())
+			}
+		}
+		// Kept until a write succeeds (setWritten) or the cache shows them
+		// (settled).
+		return cached
+	case o.written != nil && !sameStatus(*o.written, *cached):
+		return nil
+	}
+	o.written = nil
+	m.prune(key, o)
+	return cached
+}
+
+// setWritten remembers the status the apiserver stored.
+func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscalingv1alpha1.CronFederatedHPAStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, true)
+	o.written = stored.DeepCopy()
+	o.pending = nil
+}
+
+// settled forgets pending histories once the cache shows them: the sync
+// found nothing to write.
+func (m *memory) settled(key cache.ObjectName, uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.object(key, uid, false); o != nil {
+		o.pending = nil
+		m.prune(key, o)
+	}
+}
+
+// forgetWritten drops the stored status once the object was read fresh.
+func (m *memory) forgetWritten(key cache.ObjectName, uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.object(key, uid, false); o != nil {
+		o.written = nil
+		m.prune(key, o)
+	}
+}
+
+// setPending keeps the histories of a sync whose status write failed.
+func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, true)
+	o.written = nil
+	o.pending = make(map[string]autoscalingv1alpha1.ExecutionHistory, len(histories))
+	for i := range histories {
+		o.pending[histories[i].RuleName] = *histories[i].DeepCopy()
+	}
+}
+
+// retryOf returns the retry of the rule's firing, if any.
+func (m *memory) retryOf(key cache.ObjectName, uid types.UID, rule string) (firingRetry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, false)
-	out := make(map[string]autoscalingv1alpha1.ExecutionHistory, len(rules))
-	inSpec := make(map[string]bool, len(rules))
-	for i := range rules {
-		name := rules[i].Name
-		inSpec[name] = true
-		h, _ := findHistory(status, name)
-		if o == nil {
-			out[name] = h
-			continue
-		}
-		if mem, ok := o.histories[name]; ok {
-			if newer(mem.LastScheduleTime, h.LastScheduleTime) {
-				h = *mem.DeepCopy()
-			} else {
-				delete(o.histories, name)
-			}
-		}
-		out[name] = h
+	if o == nil {
+		return firingRetry{}, false
 	}
-	if o != nil {
-		for name := range o.histories {
-			if !inSpec[name] {
-				delete(o.histories, name)
-			}
-		}
+	r, ok := o.retries[rule]
+	return r, ok
+}
+
+// setRetries replaces the object's retries with those of this sync.
+func (m *memory) setRetries(key cache.ObjectName, uid types.UID, retries map[string]firingRetry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, len(retries) > 0)
+	if o == nil {
+		return
+	}
+	o.retries = retries
+	if o.retries == nil {
+		o.retries = map[string]firingRetry{}
+	}
+	m.prune(key, o)
+}
+
+// refuse records that the object was reported as refused at generation and
+// says whether this is news (it was not reported at that generation yet).
+func (m *memory) refuse(key cache.ObjectName, uid types.UID, generation int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, true)
+	news := !o.refused || o.refusedGeneration != generation
+	o.refused, o.refusedGeneration = true, generation
+	return news
+}
+
+// accept clears a refusal once the object is valid again.
+func (m *memory) accept(key cache.ObjectName, uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.object(key, uid, false); o != nil {
+		o.refused = false
 		m.prune(key, o)
+	}
+}
+
+// sameStatus compares two statuses as the apiserver stores them.
+func sameStatus(a, b autoscalingv1alpha1.CronFederatedHPAStatus) bool {
+	return equality.Semantic.DeepEqual(normalize(a), normalize(b))
+}
+
+// normalize makes status comparable after a round trip through JSON: times
+// have second precision and empty lists are nil.
+func normalize(s autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
+	out := *s.DeepCopy()
+	if len(out.ExecutionHistories) == 0 {
+		out.ExecutionHistories = nil
+	}
+	for i := range out.ExecutionHistories {
+		h := &out.ExecutionHistories[i]
+		h.NextExecutionTime = truncate(h.NextExecutionTime)
+		h.LastScheduleTime = truncate(h.LastScheduleTime)
+		if len(h.SuccessfulExecutions) == 0 {
+			h.SuccessfulExecutions = nil
+		}
+		if len(h.FailedExecutions) == 0 {
+			h.FailedExecutions = nil
+		}
+		for j := range h.SuccessfulExecutions {
+			e := &h.SuccessfulExecutions[j]
+			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
+		}
+		for j := range h.FailedExecutions {
+			e := &h.FailedExecutions[j]
+			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
+		}
 	}
 	return out
 }
 
-// remember keeps a history a sync recorded a firing in.
-func (m *memory) remember(key cache.ObjectName, uid types.UID, h autoscalingv1alpha1.ExecutionHistory) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.object(key, uid, true).histories[h.RuleName] = *h.DeepCopy()
-}
-
-func newer(a, b *metav1.Time) bool {
-	return a != nil && (b == nil || a.Time.After(b.Time))
+func truncate(t *metav1.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
 }

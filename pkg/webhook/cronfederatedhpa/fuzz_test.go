@@ -73,7 +73,7 @@ func FuzzScheduleAcceptedRuns(f *testing.F) {
 			}
 		}
 
-		loc, err := cronschedule.LoadLocation(tz)
+		loc, err := cronschedule.RuleLocation(rule.TimeZone)
 		if err != nil {
 			t.Fatalf("admitted time zone %q does not load: %v", tz, err)
 		}

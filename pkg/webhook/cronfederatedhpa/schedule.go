@@ -37,23 +37,22 @@ const horizonYears = 4
 // that an admitted schedule always runs.
 func (v *Validator) validateRuleSchedule(rule *autoscalingv1alpha1.CronFederatedHPARule, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	loc := time.UTC
-	if rule.TimeZone != nil {
-		l, err := cronschedule.LoadLocation(*rule.TimeZone)
-		if err != nil {
-			errs = append(errs, field.Invalid(fldPath.Child("timeZone"), *rule.TimeZone, err.Error()))
-		} else {
-			loc = l
-		}
-	} else if l, err := cronschedule.LoadLocation(""); err == nil {
-		loc = l
+	// The zone the cron-scaler reads the rule in: an absent timeZone is the
+	// process's zone, "" is UTC (as Karmada loads it). A zone that does not
+	// load leaves UTC to check the schedule with.
+	loc, err := cronschedule.RuleLocation(rule.TimeZone)
+	if err != nil {
+		errs = append(errs, field.Invalid(fldPath.Child("timeZone"), *rule.TimeZone, err.Error()))
+		loc = time.UTC
 	}
 
 	schedPath := fldPath.Child("schedule")
 	sched, err := cronschedule.Parse(rule.Schedule, loc)
 	switch {
 	case errors.Is(err, cronschedule.ErrInvalidFormat):
-		errs = append(errs, field.Invalid(schedPath, rule.Schedule, "invalid cron format"))
+		// Karmada's words first ("invalid cron format"), then the parser's
+		// reason: which field is wrong and why.
+		errs = append(errs, field.Invalid(schedPath, rule.Schedule, err.Error()))
 	case err != nil:
 		errs = append(errs, field.Invalid(schedPath, rule.Schedule, err.Error()))
 	default:

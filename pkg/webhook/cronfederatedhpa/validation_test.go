@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronschedule"
 )
 
 // now is the fake time the tests validate at.
@@ -165,7 +166,7 @@ func TestValidateCronFederatedHPA(t *testing.T) {
 		{
 			name: "invalid cron format",
 			cron: deploymentCron(replicasRule("up", "x", 1)),
-			want: []string{`spec.rules[0].schedule: Invalid value: "x": invalid cron format`},
+			want: []string{`spec.rules[0].schedule: Invalid value: "x": invalid cron format: want 5 fields (minute, hour, day of month, month, day of week), or 6 with a leading seconds field; got 1`},
 		},
 		{
 			name: "time zone that does not load",
@@ -251,7 +252,7 @@ func TestValidateCronFederatedHPA(t *testing.T) {
 				r.MaxDelaySeconds = ptr.To[int32](-5)
 			})),
 			want: []string{
-				`spec.rules[0].schedule: Invalid value: "x": invalid cron format`,
+				`spec.rules[0].schedule: Invalid value: "x": invalid cron format: want 5 fields (minute, hour, day of month, month, day of week), or 6 with a leading seconds field; got 1`,
 				"spec.rules[0].targetReplicas: Invalid value: -1: targetReplicas should be larger than or equal to 0",
 				`spec.rules[1].name: Duplicate value: "r"`,
 				`spec.rules[1].timeZone: Invalid value: "Mars/Olympus": unknown time zone Mars/Olympus`,
@@ -354,5 +355,57 @@ func TestScheduleBeyondHorizon(t *testing.T) {
 				t.Errorf("errors %q, want %q", errs, tc.want)
 			}
 		})
+	}
+}
+
+// TestScheduleJunkRejectedWithAReason: forms the parser used to accept with
+// another meaning than they say are rejected, with Karmada's words first and
+// the reason after, and the cron-scaler's parser rejects them too.
+func TestScheduleJunkRejectedWithAReason(t *testing.T) {
+	tests := []struct{ schedule, reason string }{
+		{"0 8 * * 8L", `day-of-week field "8L": "8L" (the last given day of the week of the month): 8 is out of range 0 to 7`},
+		{"0 8 * * JAN", `day-of-week field "JAN": JAN is a month name; it only belongs in the month field`},
+		{"0 8 * 0/5 *", `month field "0/5": 0 is out of range 1 to 12`},
+	}
+	v := newTestValidator()
+	for _, tc := range tests {
+		t.Run(tc.schedule, func(t *testing.T) {
+			errs := v.ValidateCronFederatedHPA(deploymentCron(replicasRule("r", tc.schedule, 1)))
+			want := `spec.rules[0].schedule: Invalid value: "` + tc.schedule + `": invalid cron format: ` + tc.reason
+			if len(errs) != 1 || errs[0].Error() != want {
+				t.Errorf("errors %q; want %q", errs, want)
+			}
+			if _, err := cronschedule.Parse(tc.schedule, time.UTC); err == nil {
+				t.Errorf("the cron-scaler's parser accepts %q, which the webhook rejects", tc.schedule)
+			}
+		})
+	}
+}
+
+// TestWebhookAndControllerAgree: for every schedule and time zone, the
+// webhook admits the rule exactly when the cron-scaler can schedule it.
+func TestWebhookAndControllerAgree(t *testing.T) {
+	schedules := []string{
+		"0 8 */2 * 1", "0 8 * * */2", "0 8 1-31 * 1", "0 8 ? * 1", "0 8 1,* * 1", "@midnight", "@daily",
+		"0 8 * * 8L", "0 8 * * 7L", "0 8 * * JAN", "0 8 * 0/5 *", "0 8 * */5 *", "0 8 L * *", "0 8 LW * *",
+		"0 8 15W * *", "0 8 * * 5#5", "0 8 * * 5#6", "0 8 * JAN-MAR MON-FRI", "0 8 * MON *", "x", "@reboot",
+	}
+	zones := []*string{nil, ptr.To(""), ptr.To("Asia/Shanghai"), ptr.To("Local"), ptr.To("A/B")}
+	v := newTestValidator()
+	for _, schedule := range schedules {
+		for _, zone := range zones {
+			rule := replicasRule("r", schedule, 1)
+			rule.TimeZone = zone
+			admitted := len(v.ValidateCronFederatedHPA(deploymentCron(rule))) == 0
+			loc, err := cronschedule.RuleLocation(zone)
+			runs := err == nil
+			if runs {
+				_, err = cronschedule.Parse(schedule, loc)
+				runs = err == nil
+			}
+			if admitted != runs {
+				t.Errorf("schedule %q, time zone %v: webhook admits %v, cron-scaler schedules %v (%v)", schedule, ptr.Deref(zone, "<absent>"), admitted, runs, err)
+			}
+		}
 	}
 }

@@ -220,6 +220,30 @@ func TestSchemaDefaultsAndRules(t *testing.T) {
 			want: "spec.rules[0].name: Too long",
 		},
 		{
+			// Issue 12, item 8: Karmada's webhook's words, with the kind.
+			name: "karmada group, kind Test",
+			create: func() error {
+				c := cron.DeepCopy()
+				c.Name = "karmada-test"
+				c.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling.karmada.io/v1alpha1", Kind: "Test", Name: "web"}
+				_, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, c, metav1.CreateOptions{})
+				return err
+			},
+			want: "spec.scaleTargetRef.kind: Invalid value: invalid scaleTargetRef kind: Test, only support FederatedHPA",
+		},
+		{
+			// Issue 12, item 5: a rule's name is the key of its history.
+			name: "duplicate rule names",
+			create: func() error {
+				c := cron.DeepCopy()
+				c.Name = "duplicates"
+				c.Spec.Rules = append(c.Spec.Rules, c.Spec.Rules[0])
+				_, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, c, metav1.CreateOptions{})
+				return err
+			},
+			want: `spec.rules[1]: Duplicate value: {"name":"up"}`,
+		},
+		{
 			name: "successfulHistoryLimit 0",
 			create: func() error {
 				c := cron.DeepCopy()

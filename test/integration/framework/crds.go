@@ -205,3 +205,33 @@ func describeCRD(crd *unstructured.Unstructured) (CRD, error) {
 	}
 	return info, nil
 }
+
+// WriteCRDVariant reads the CRDs of srcDir, lets edit change each one (edit
+// may leave a CRD alone), and writes them all to dstDir, one JSON file per
+// CRD, replacing what dstDir held: a variant of the installed schemas, such as
+// another project's CRD for the same kind, for Options.CRDDir.
+func WriteCRDVariant(srcDir, dstDir string, edit func(crd *unstructured.Unstructured) error) error {
+	crds, err := ReadCRDs(srcDir)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dstDir); err != nil {
+		return fmt.Errorf("clearing the CRD variant directory: %w", err)
+	}
+	if err := os.MkdirAll(dstDir, 0o755); err != nil {
+		return fmt.Errorf("creating the CRD variant directory: %w", err)
+	}
+	for _, crd := range crds {
+		if err := edit(crd); err != nil {
+			return fmt.Errorf("editing CRD %s: %w", crd.GetName(), err)
+		}
+		data, err := crd.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encoding CRD %s: %w", crd.GetName(), err)
+		}
+		if err := os.WriteFile(filepath.Join(dstDir, crd.GetName()+".json"), data, 0o644); err != nil {
+			return fmt.Errorf("writing CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	return nil
+}

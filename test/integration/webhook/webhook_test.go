@@ -91,9 +91,17 @@ func testCronFederatedHPA(t *testing.T, env *webhookEnv) {
 		},
 		{
 			name: "errors aggregated",
-			obj: cronFHPA("aggregated", deploymentRef(), replicasRule("r", "0 8 * * *", 1),
-				withTZ(replicasRule("r", "0 9 * * *", 1), "A/B")),
-			want: denial(cronWebhook, `[spec.rules[1].name: Duplicate value: "r", spec.rules[1].timeZone: Invalid value: "A/B": unknown time zone A/B]`),
+			obj: cronFHPA("aggregated", deploymentRef(), replicasRule("r", "0 8 * * JAN", 1),
+				withTZ(replicasRule("s", "0 9 * * *", 1), "A/B")),
+			want: denial(cronWebhook, `[spec.rules[0].schedule: Invalid value: "0 8 * * JAN": invalid cron format: day-of-week field "JAN": JAN is a month name; it only belongs in the month field, spec.rules[1].timeZone: Invalid value: "A/B": unknown time zone A/B]`),
+		},
+		{
+			// Refused by the CRD's schema (the rules are a map keyed by
+			// name) before the webhook is asked.
+			name: "duplicate rule names",
+			obj: cronFHPA("duplicates", deploymentRef(), replicasRule("r", "0 8 * * *", 1),
+				replicasRule("r", "0 9 * * *", 1)),
+			want: `spec.rules[1]: Duplicate value: {"name":"r"}`,
 		},
 		{
 			name: "federatedhpa bounds missing",
@@ -126,7 +134,14 @@ func testCronFederatedHPA(t *testing.T, env *webhookEnv) {
 			name: "karmada group without FederatedHPA",
 			obj: cronFHPA("karmada-kind", autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling.karmada.io/v1alpha1", Kind: "CronFederatedHPA", Name: "web"},
 				replicasRule("r", "0 8 * * *", 1)),
-			want: "scaleTargetRef: the only kind of autoscaling.karmada.io/v1alpha1 that can be scaled is FederatedHPA",
+			// In Karmada's words, as the webhook says it.
+			want: `spec.scaleTargetRef.kind: Invalid value: invalid scaleTargetRef kind: CronFederatedHPA, only support FederatedHPA`,
+		},
+		{
+			name: "karmada group, kind Test",
+			obj: cronFHPA("karmada-test", autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling.karmada.io/v1alpha1", Kind: "Test", Name: "web"},
+				replicasRule("r", "0 8 * * *", 1)),
+			want: "invalid scaleTargetRef kind: Test, only support FederatedHPA",
 		},
 		{
 			name: "schema: targetMinReplicas below 1",
@@ -162,7 +177,7 @@ func testCronFederatedHPAUpdate(t *testing.T, env *webhookEnv) {
 	good.Spec.Rules[0].Schedule = "0 9 * * *"
 	good.Spec.Rules = append(good.Spec.Rules, replicasRule("up", "0 10 * * *", 1))
 	_, err = client.Update(ctx, good, metav1.UpdateOptions{})
-	checkErr(t, err, denial(cronWebhook, `spec.rules[1].name: Duplicate value: "up"`))
+	checkErr(t, err, `spec.rules[1]: Duplicate value: {"name":"up"}`)
 
 	good.Spec.Rules = good.Spec.Rules[:1]
 	cron, err = client.Update(ctx, good, metav1.UpdateOptions{})

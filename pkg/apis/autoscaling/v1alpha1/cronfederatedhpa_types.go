@@ -52,7 +52,9 @@ type CronFederatedHPA struct {
 }
 
 // CronFederatedHPASpec is the specification of the CronFederatedHPA.
-// +kubebuilder:validation:XValidation:rule="!has(self.scaleTargetRef.apiVersion) || self.scaleTargetRef.apiVersion != 'autoscaling.karmada.io/v1alpha1' || self.scaleTargetRef.kind == 'FederatedHPA'",message="scaleTargetRef: the only kind of autoscaling.karmada.io/v1alpha1 that can be scaled is FederatedHPA"
+// The rule on scaleTargetRef says what Karmada's webhook says, word for word,
+// so that users get the same message with or without a webhook.
+// +kubebuilder:validation:XValidation:rule="!has(self.scaleTargetRef.apiVersion) || self.scaleTargetRef.apiVersion != 'autoscaling.karmada.io/v1alpha1' || self.scaleTargetRef.kind == 'FederatedHPA'",messageExpression="'invalid scaleTargetRef kind: ' + self.scaleTargetRef.kind + ', only support FederatedHPA'",fieldPath=".scaleTargetRef.kind"
 type CronFederatedHPASpec struct {
 	// ScaleTargetRef points to the target resource to scale. It is either a
 	// FederatedHPA (autoscaling.karmada.io/v1alpha1), whose minReplicas and
@@ -64,8 +66,14 @@ type CronFederatedHPASpec struct {
 	// +required
 	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
 
-	// Rules are the cron rules. Each rule has a name unique in this object, and
-	// its own schedule and time zone.
+	// Rules are the cron rules. Each rule has a name unique in this object (the
+	// apiserver rejects duplicates: the name is the key of the rule's
+	// history), and its own schedule and time zone. On a CRD that does not
+	// enforce unique names (Karmada's), the cron-scaler refuses an object with
+	// duplicate names with a DuplicateRuleNames Warning event and runs none of
+	// its rules.
+	// +listType=map
+	// +listMapKey=name
 	// +required
 	Rules []CronFederatedHPARule `json:"rules"`
 }
@@ -82,8 +90,15 @@ type CronFederatedHPARule struct {
 
 	// Schedule is the cron expression that tells when the rule fires, in the
 	// standard five-field form ("minute hour day-of-month month day-of-week",
-	// e.g. "30 8 * * 1-5"), or a macro such as "@daily". A schedule that never
-	// fires, or that fires more than once a minute, is rejected.
+	// e.g. "30 8 * * 1-5"), or a macro such as "@daily" or "@midnight". The
+	// day fields combine as in Kubernetes CronJobs and Karmada (robfig/cron):
+	// when either is "*" or "?" a day must match both, otherwise either
+	// ("0 8 */2 * 1" fires on odd days and on Mondays). Names are accepted in
+	// their own field only (JAN-DEC for months, SUN-SAT for days of the week);
+	// L, NW (day of month), NL and N#K (day of week) and day of week 7
+	// (Sunday) are accepted too. A schedule that does not parse is rejected
+	// with the reason; one that never fires, or fires more than once a minute,
+	// is rejected.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Schedule string `json:"schedule"`
@@ -113,10 +128,12 @@ type CronFederatedHPARule struct {
 	Suspend *bool `json:"suspend,omitempty"`
 
 	// TimeZone is the IANA name of the time zone the schedule is read in, such
-	// as "Asia/Shanghai". Unset means the time zone of the controller process.
-	// A local time skipped by a daylight-saving change fires at the first
-	// instant after the gap; a local time that occurs twice fires once, at its
-	// first occurrence.
+	// as "Asia/Shanghai". Unset (the field absent) means the time zone of the
+	// controller process; an empty string means UTC, as in Karmada, which
+	// loads it with Go's time.LoadLocation ("Local" is the process's zone
+	// there too). A local time skipped by a daylight-saving change fires at
+	// the first instant after the gap; a local time that occurs twice fires
+	// once, at its first occurrence.
 	// +optional
 	TimeZone *string `json:"timeZone,omitempty"`
 
@@ -137,10 +154,13 @@ type CronFederatedHPARule struct {
 	FailedHistoryLimit *int32 `json:"failedHistoryLimit,omitempty"`
 
 	// MaxDelaySeconds is how late a firing may still run, for example after the
-	// controller was down at the scheduled time. A firing later than that is
-	// recorded as missed and not applied. Unset: a missed firing runs as long as
-	// it is the rule's latest scheduled time (until the next one). Must be
-	// smaller than the schedule's shortest interval.
+	// controller was down at the scheduled time, or while its target write
+	// fails for a transient reason and is retried. A firing later than that is
+	// recorded as missed (or failed, with the reason) and not applied. Unset: a
+	// missed firing runs as long as it is the rule's latest scheduled time
+	// (until the next one). Must be smaller than the schedule's shortest
+	// interval. A scaleplane addition: Karmada's CRD does not store it, and
+	// there the rule behaves as if it were unset.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxDelaySeconds *int32 `json:"maxDelaySeconds,omitempty"`
@@ -160,13 +180,21 @@ type ExecutionHistory struct {
 	RuleName string `json:"ruleName"`
 
 	// NextExecutionTime is when the rule fires next. Nil while the rule is
-	// suspended.
+	// suspended (or cannot be scheduled). While a firing whose target write
+	// failed for a transient reason is being retried, it is that firing's
+	// scheduled time. A rule seen for the first time is planned from when it
+	// came to exist (the object's creation, or the change that added it), so
+	// a scheduled time that passed while the controller was down still runs,
+	// within maxDelaySeconds.
 	// +optional
 	NextExecutionTime *metav1.Time `json:"nextExecutionTime,omitempty"`
 
 	// LastScheduleTime is the scheduled time of the rule's latest firing,
-	// whether it was applied, failed or missed. A firing is never applied
-	// twice for the same scheduled time.
+	// whether it was applied, failed or missed. A scaleplane addition,
+	// written only where the CRD stores it (not on Karmada's): the cron-scaler
+	// never applies a firing twice for the same scheduled time on either
+	// schema, as it plans from what both store, the newest scheduleTime of the
+	// rule's executions and nextExecutionTime.
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cronscaler
+package scenarios
 
 import (
 	"context"
@@ -24,16 +24,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
-	"k8s.io/utils/ptr"
 )
 
-// startManager runs the real binary (built by `make build`, which `make
-// test` runs first) against the test control plane: only the cron-scaler,
-// without leader election and without its HTTP server. Every run appends to
-// one log in dir. The process is killed when the test ends if it still runs.
 func startManager(t *testing.T, dir, kubeconfig string) *framework.Process {
 	t.Helper()
 	bin, err := framework.Binary("scaleplane-controller-manager")
@@ -49,12 +45,11 @@ func startManager(t *testing.T, dir, kubeconfig string) *framework.Process {
 	return p
 }
 
-// TestRestartAppliesMissedSlotOnce kills the controller manager before a
-// scheduled time and starts it again after it: the slot, still the rule's
-// latest, runs late, once; a further restart does not run it again.
-func TestRestartAppliesMissedSlotOnce(t *testing.T) {
+// RestartAppliesMissedSlotOnce runs the real controller manager binary: a
+// slot that passes while it is down runs once when it comes back, and never
+// again after a second restart, on the real clock.
+func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	ctx := context.Background()
-	cp := framework.Get(t)
 	ns := cp.CreateNamespace(t)
 	logDir := t.TempDir()
 	t.Cleanup(func() {
@@ -64,7 +59,9 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 			}
 		}
 	})
-
+	t.Cleanup(func() {
+		_ = cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
 	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +72,6 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 	if _, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, cron, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-
 	first := startManager(t, logDir, cp.KubeconfigPath())
 	h := waitForStatus(ctx, t, cp, ns, "restart", 60*time.Second, "a planned next execution", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
 		return h.NextExecutionTime != nil
@@ -86,13 +82,11 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 		t.Fatalf("the controller manager was killed only %v before the slot %v; the test needs more margin", until, slot)
 	}
 	t.Logf("killed the controller manager %v before the slot %v", time.Until(slot).Round(time.Millisecond), slot)
-
 	// The slot passes while nothing runs.
 	time.Sleep(time.Until(slot) + 3*time.Second)
 	if got := deploymentReplicas(ctx, t, cp, ns, "web"); got != 1 {
 		t.Fatalf("replicas = %d while the controller manager was down", got)
 	}
-
 	second := startManager(t, logDir, cp.KubeconfigPath())
 	h = waitForStatus(ctx, t, cp, ns, "restart", 30*time.Second, "the missed slot applied", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
 		return len(h.SuccessfulExecutions) > 0
@@ -107,16 +101,8 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 	if got := deploymentReplicas(ctx, t, cp, ns, "web"); got != 4 {
 		t.Errorf("replicas = %d; want 4", got)
 	}
-
 	// Someone scales by hand; another restart must not apply the slot again.
-	d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](2)
-	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setDeploymentReplicas(ctx, t, cp, ns, "web", 2)
 	second.Kill()
 	startManager(t, logDir, cp.KubeconfigPath())
 	time.Sleep(5 * time.Second)
@@ -130,7 +116,7 @@ func TestRestartAppliesMissedSlotOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := obj.Status.ExecutionHistories[0]; len(h.SuccessfulExecutions) != 1 || !h.LastScheduleTime.Time.Equal(slot) {
+	if h := obj.Status.ExecutionHistories[0]; len(h.SuccessfulExecutions) != 1 || !lastHandled(&h).Equal(slot) {
 		t.Errorf("history after the second restart = %+v", h)
 	}
 }
