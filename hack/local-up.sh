@@ -21,6 +21,25 @@
 #   SCALEPLANE_LOCAL_CM_PORT=10358, SCALEPLANE_LOCAL_WEBHOOK_PORT=19443,
 #   SCALEPLANE_LOCAL_KWOK_PORT=10247, SCALEPLANE_LOCAL_METRICS_SERVER_PORT=14443
 # SCALEPLANE_LOCAL_NODES=3 sets how many fake nodes kwok runs.
+#
+# SCALEPLANE_LOCAL_KARMADA=1 plays a Karmada control plane, as far as
+# scaleplane can tell (artifacts/deploy/karmada/README.md):
+#   - the CronFederatedHPA CRD is Karmada's shape: artifacts/deploy/crds's
+#     without scaleplane's additions (spec.rules[].maxDelaySeconds,
+#     status.executionHistories[].lastScheduleTime), made at run time by
+#     hack/localkarmada, so unknown fields are pruned as on karmada-apiserver;
+#   - the admin kubeconfig is also written to _output/local/karmada/config/
+#     karmada.config, standing in for the Secret karmada-controller-manager-config
+#     that Karmada mounts at /etc/karmada/config;
+#   - scaleplane-controller-manager runs with exactly the args of the sidecar
+#     container in artifacts/deploy/karmada/controller-manager-sidecar.yaml,
+#     with $(POD_IP) as 127.0.0.1 and /etc/karmada/config as that directory
+#     (its port is the patch's, not SCALEPLANE_LOCAL_CM_PORT), leader election
+#     in the namespace karmada-system, created here;
+#   - the examples are applied with --validate=warn: Karmada's schema has no
+#     maxDelaySeconds, which kubectl's strict validation would refuse.
+# Switching the variable on or off and running local-up again restarts the
+# controller manager with the other flags and re-applies the CRDs.
 
 set -o errexit -o nounset -o pipefail
 
@@ -307,11 +326,17 @@ install_crds() {
     scaleplane::log "no CRDs in artifacts/deploy/crds yet"
     return
   fi
+  local dir="${SCALEPLANE_ROOT}/artifacts/deploy/crds"
+  if [[ "${LOCAL_KARMADA}" == 1 ]]; then
+    dir="${KARMADA_DIR}/crds"
+    karmada_crds "${dir}"
+  fi
   # Server-side apply: generated CRDs outgrow the annotation client-side
-  # apply keeps its last applied state in.
-  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "${SCALEPLANE_ROOT}/artifacts/deploy/crds/" >/dev/null
-  "${KUBECTL[@]}" wait --for=condition=Established --timeout=60s -f "${SCALEPLANE_ROOT}/artifacts/deploy/crds/" >/dev/null
-  scaleplane::log "CRDs installed: $(ls "${SCALEPLANE_ROOT}"/artifacts/deploy/crds/*.yaml | xargs -n1 basename | tr '\n' ' ')"
+  # apply keeps its last applied state in. The same field manager every
+  # time, so switching SCALEPLANE_LOCAL_KARMADA removes or restores fields.
+  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "${dir}/" >/dev/null
+  "${KUBECTL[@]}" wait --for=condition=Established --timeout=60s -f "${dir}/" >/dev/null
+  scaleplane::log "CRDs installed from ${dir#"${SCALEPLANE_ROOT}/"}: $(ls "${dir}" | tr '\n' ' ')"
 }
 
 # cm_flag echoes "--name=value" only if scaleplane-controller-manager knows
@@ -323,20 +348,99 @@ cm_flag() {
   fi
 }
 
-start_controller_manager() {
-  local bin="${SCALEPLANE_BIN_DIR}/scaleplane-controller-manager"
-  local args=(--kubeconfig="${KUBECONFIG_PATH}" --controllers='*')
-  local f
+# controller_manager_args sets CM_ARGS: every controller against the local
+# cluster, or in Karmada mode the sidecar container's args.
+controller_manager_args() {
+  local bin="${SCALEPLANE_BIN_DIR}/scaleplane-controller-manager" f
+  if [[ "${LOCAL_KARMADA}" == 1 ]]; then
+    local out
+    out="$(karmada_sidecar_args)"
+    mapfile -t CM_ARGS <<<"${out}"
+    return
+  fi
+  CM_ARGS=(--kubeconfig="${KUBECONFIG_PATH}" --controllers='*')
   for f in "$(cm_flag "${bin}" bind-address 127.0.0.1)" \
            "$(cm_flag "${bin}" port "${CM_PORT}")" \
            "$(cm_flag "${bin}" secure-port "${CM_PORT}")" \
            "$(cm_flag "${bin}" leader-elect true)"; do
-    [[ -n "${f}" ]] && args+=("${f}")
+    [[ -n "${f}" ]] && CM_ARGS+=("${f}")
   done
-  local::start scaleplane-controller-manager "${bin}" "${args[@]}"
-  # Its /healthz is plain HTTP on --bind-address:--port.
-  local::wait_cmd scaleplane-controller-manager 60 local::http_ok "${CM_PORT}" /healthz
 }
+
+# cm_port prints the --port of CM_ARGS (where /healthz is served).
+cm_port() {
+  local a port="${CM_PORT}"
+  for a in "${CM_ARGS[@]}"; do
+    [[ "${a}" == --port=* ]] && port="${a#--port=}"
+  done
+  echo "${port}"
+}
+
+start_controller_manager() {
+  local bin="${SCALEPLANE_BIN_DIR}/scaleplane-controller-manager"
+  printf '%s\n' "${CM_ARGS[@]}" > "${LOCAL_DIR}/scaleplane-controller-manager.args"
+  local::start scaleplane-controller-manager "${bin}" "${CM_ARGS[@]}"
+  # Its /healthz is plain HTTP on --bind-address:--port.
+  local::wait_cmd scaleplane-controller-manager 60 local::http_ok "$(cm_port)" /healthz
+}
+
+# ensure_controller_manager starts the controller manager unless it runs with
+# the wanted args already; a running one with other args (local-up run again
+# with SCALEPLANE_LOCAL_KARMADA switched) is restarted.
+ensure_controller_manager() {
+  local recorded="${LOCAL_DIR}/scaleplane-controller-manager.args"
+  controller_manager_args
+  if local::pid scaleplane-controller-manager >/dev/null \
+      && [[ "$(printf '%s\n' "${CM_ARGS[@]}")" != "$(cat "${recorded}" 2>/dev/null)" ]]; then
+    scaleplane::log "scaleplane-controller-manager: runs with other flags (SCALEPLANE_LOCAL_KARMADA=${LOCAL_KARMADA}), restarting it"
+    local::stop scaleplane-controller-manager
+  fi
+  local::ensure scaleplane-controller-manager start_controller_manager
+}
+
+# ---------------------------------------------------------------------------
+# SCALEPLANE_LOCAL_KARMADA=1 (see the top of this file). hack/localkarmada
+# reads the project's own files, so local-up runs what the sidecar install
+# runs, not a copy of it.
+# ---------------------------------------------------------------------------
+KARMADA_SIDECAR_PATCH="${SCALEPLANE_ROOT}/artifacts/deploy/karmada/controller-manager-sidecar.yaml"
+KARMADA_CONFIG_DIR="${KARMADA_DIR}/config"
+# scaleplane's additions to the CronFederatedHPA schema; Karmada's has neither.
+KARMADA_MISSING_FIELDS=("spec.rules[].maxDelaySeconds" "status.executionHistories[].lastScheduleTime")
+LOCALKARMADA="${SCALEPLANE_BIN_DIR}/localkarmada"
+
+prepare_karmada() {
+  (cd "${SCALEPLANE_ROOT}" && GOWORK=off go build -o "${LOCALKARMADA}" ./hack/localkarmada)
+  mkdir -p "${KARMADA_CONFIG_DIR}"
+  chmod 700 "${KARMADA_DIR}" "${KARMADA_CONFIG_DIR}"
+  # The admin kubeconfig, as Karmada's admin identity is what the sidecar
+  # gets from the Secret.
+  install -m 600 "${KUBECONFIG_PATH}" "${KARMADA_CONFIG_DIR}/karmada.config"
+  "${KUBECTL[@]}" create namespace karmada-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
+  scaleplane::log "Karmada mode: kubeconfig in ${KARMADA_CONFIG_DIR}, namespace karmada-system"
+}
+
+# karmada_crds writes the CRDs to install into a directory: those of
+# artifacts/deploy/crds, the CronFederatedHPA one without scaleplane's fields.
+karmada_crds() {
+  local dir="$1" cron="autoscaling.karmada.io_cronfederatedhpas" f remove=()
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  for f in "${SCALEPLANE_ROOT}"/artifacts/deploy/crds/*.yaml; do
+    [[ "$(basename "${f}" .yaml)" == "${cron}" ]] || cp "${f}" "${dir}/"
+  done
+  for f in "${KARMADA_MISSING_FIELDS[@]}"; do
+    remove+=(--remove "${f}")
+  done
+  "${LOCALKARMADA}" strip-crd --crd "${SCALEPLANE_ROOT}/artifacts/deploy/crds/${cron}.yaml" "${remove[@]}" > "${dir}/${cron}.json"
+}
+
+karmada_sidecar_args() {
+  "${LOCALKARMADA}" sidecar-args --patch "${KARMADA_SIDECAR_PATCH}" \
+    --container scaleplane-controller-manager --pod-ip 127.0.0.1 \
+    --mount karmada-config="${KARMADA_CONFIG_DIR}"
+}
+# ------------------------- end of Karmada section --------------------------
 
 # ---------------------------------------------------------------------------
 # Webhook. hack/local-up-webhook.sh (owned with the webhook) makes its
@@ -361,7 +465,13 @@ apply_examples() {
     scaleplane::log "no examples in artifacts/examples yet"
     return
   fi
-  "${KUBECTL[@]}" apply --recursive -f "${SCALEPLANE_ROOT}/artifacts/examples/"
+  local validate=()
+  if [[ "${LOCAL_KARMADA}" == 1 ]]; then
+    # What a Karmada user sees: fields Karmada's schema lacks are dropped,
+    # with a warning each.
+    validate=(--validate=warn)
+  fi
+  "${KUBECTL[@]}" apply "${validate[@]}" --recursive -f "${SCALEPLANE_ROOT}/artifacts/examples/"
 }
 
 main() {
@@ -378,8 +488,11 @@ main() {
   create_nodes
   local::ensure metrics-server start_metrics_server
   register_metrics_api
+  if [[ "${LOCAL_KARMADA}" == 1 ]]; then
+    prepare_karmada
+  fi
   install_crds
-  local::ensure scaleplane-controller-manager start_controller_manager
+  ensure_controller_manager
   install_webhook
   apply_examples
 

@@ -18,8 +18,15 @@ trap 'rm -rf "${HELM_HOME}"' EXIT
 export HELM_CACHE_HOME="${HELM_HOME}/cache" HELM_CONFIG_HOME="${HELM_HOME}/config" HELM_DATA_HOME="${HELM_HOME}/data"
 
 "${HELM}" lint --strict "${CHART}"
+# On Karmada the server and the configuration are rendered apart
+# (values-karmada.yaml, artifacts/deploy/karmada/README.md).
+KARMADA="--values ${CHART}/values-karmada.yaml"
+# shellcheck disable=SC2086
+"${HELM}" lint --strict "${CHART}" ${KARMADA} --set webhook.configuration.enabled=false
 for values in \
   "" \
+  "${KARMADA} --set webhook.configuration.enabled=false" \
+  "${KARMADA} --set webhook.server.enabled=false --set webhook.caBundle=Zm9v" \
   "--set webhook.certManager.enabled=true" \
   "--set webhook.existingSecret=my-cert --set webhook.caBundle=Zm9v" \
   "--set webhook.enabled=false --set controllerManager.extraScaleTargets[0].apiGroups[0]=example.com --set controllerManager.extraScaleTargets[0].resources[0]=myworkloads/scale"; do

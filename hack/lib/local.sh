@@ -19,6 +19,11 @@ WEBHOOK_PORT="${SCALEPLANE_LOCAL_WEBHOOK_PORT:-19443}"
 # that every fake node reports as its kubelet port.
 KWOK_PORT="${SCALEPLANE_LOCAL_KWOK_PORT:-10247}"
 METRICS_SERVER_PORT="${SCALEPLANE_LOCAL_METRICS_SERVER_PORT:-14443}"
+# SCALEPLANE_LOCAL_KARMADA=1: the controller manager runs the way the
+# Karmada sidecar install runs it (artifacts/deploy/karmada), against
+# Karmada's CronFederatedHPA schema; see hack/local-up.sh.
+LOCAL_KARMADA="${SCALEPLANE_LOCAL_KARMADA:-0}"
+KARMADA_DIR="${LOCAL_DIR}/karmada"
 SERVICE_CIDR="10.96.0.0/16"
 SERVICE_IP="10.96.0.1"
 

@@ -1,7 +1,7 @@
 {{/* Common labels of every object of the chart. */}}
 {{- define "scaleplane.labels" -}}
 app.kubernetes.io/part-of: scaleplane
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Values.managedBy | default .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}
 {{- end -}}
@@ -11,6 +11,26 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}
 
 {{- define "scaleplane.webhook.secretName" -}}
 {{- .Values.webhook.existingSecret | default "scaleplane-webhook-cert" -}}
+{{- end -}}
+
+{{/* The webhook's server side: its Deployment, Service and certificate. */}}
+{{- define "scaleplane.webhook.server" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.server.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The webhook's ValidatingWebhookConfiguration. */}}
+{{- define "scaleplane.webhook.configuration" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.configuration.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The chart makes a self-signed certificate when given no other source. Its CA
+must reach the configuration's caBundle, and Helm shares nothing between
+templates, so the Secret is rendered next to the configuration, which is
+only possible when both are in the same render.
+*/}}
+{{- define "scaleplane.webhook.selfSigned" -}}
+{{- if and (not .Values.webhook.certManager.enabled) (not .Values.webhook.existingSecret) -}}true{{- end -}}
 {{- end -}}
 
 {{/* image renders repository:tag, the tag defaulting to the appVersion. */}}

@@ -35,6 +35,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -66,6 +67,15 @@ func repoPath(t *testing.T, rel string) string {
 	return filepath.Join(root, rel)
 }
 
+// ensureNamespace creates the release namespace, which the tests share.
+func ensureNamespace(t *testing.T, cp *framework.ControlPlane) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := cp.KubeClient().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating %s: %v", namespace, err)
+	}
+}
+
 // render runs helm template with the given extra arguments.
 func render(t *testing.T, args ...string) []byte {
 	t.Helper()
@@ -83,20 +93,31 @@ func render(t *testing.T, args ...string) []byte {
 
 func TestChartAppliesToARealAPIServer(t *testing.T) {
 	cp := framework.Get(t)
-	ctx := context.Background()
-	if _, err := cp.KubeClient().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating %s: %v", namespace, err)
+	ensureNamespace(t, cp)
+	standalone := []string{
+		"deployment.apps/scaleplane-controller-manager created (server dry run)",
+		"clusterrole.rbac.authorization.k8s.io/scaleplane:cron-scaler:base created (server dry run)",
+		"validatingwebhookconfiguration.admissionregistration.k8s.io/scaleplane-webhook created (server dry run)",
 	}
+	karmada := repoPath(t, "charts/scaleplane/values-karmada.yaml")
 	for _, tc := range []struct {
 		name string
 		args []string
+		want []string
 	}{
-		{name: "default values (self-signed webhook certificate)"},
+		{name: "default values (self-signed webhook certificate)", want: standalone},
 		{name: "existing certificate and extra scale targets", args: []string{
 			"--set", "webhook.existingSecret=my-cert", "--set", "webhook.caBundle=Zm9v",
 			"--set", "controllerManager.extraScaleTargets[0].apiGroups[0]=example.com",
 			"--set", "controllerManager.extraScaleTargets[0].resources[0]=myworkloads/scale",
-		}},
+		}, want: standalone},
+		// On Karmada the webhook server goes to the host cluster and its
+		// configuration to karmada-apiserver: two renders, no controller
+		// manager (it is a sidecar of karmada-controller-manager).
+		{name: "Karmada, host cluster", args: []string{"-f", karmada, "--set", "webhook.configuration.enabled=false"},
+			want: []string{"deployment.apps/scaleplane-webhook created (server dry run)"}},
+		{name: "Karmada, karmada-apiserver", args: []string{"-f", karmada, "--set", "webhook.server.enabled=false", "--set", "webhook.caBundle=Zm9v"},
+			want: []string{"validatingwebhookconfiguration.admissionregistration.k8s.io/scaleplane-webhook created (server dry run)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			manifests := render(t, tc.args...)
@@ -106,16 +127,31 @@ func TestChartAppliesToARealAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server of the rendered chart: %v\n%s", err, out)
 			}
-			for _, want := range []string{
-				"deployment.apps/scaleplane-controller-manager created (server dry run)",
-				"clusterrole.rbac.authorization.k8s.io/scaleplane:cron-scaler:base created (server dry run)",
-				"validatingwebhookconfiguration.admissionregistration.k8s.io/scaleplane-webhook created (server dry run)",
-			} {
+			for _, want := range tc.want {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("applying the chart did not report %q:\n%s", want, out)
 				}
 			}
 		})
+	}
+}
+
+// TestRenderedManifestsApply: the plain manifests rendered from the chart
+// into artifacts/deploy (hack/update-manifests.sh) are accepted as a whole,
+// the way the README applies them.
+func TestRenderedManifestsApply(t *testing.T) {
+	cp := framework.Get(t)
+	ensureNamespace(t, cp)
+	cmd := exec.Command(tool(t, "kubectl"), "--kubeconfig", cp.KubeconfigPath(), "apply", "--dry-run=server",
+		"-f", repoPath(t, "artifacts/deploy/controller-manager/"), "-f", repoPath(t, "artifacts/deploy/webhook/"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --dry-run=server of artifacts/deploy: %v\n%s", err, out)
+	}
+	for _, want := range []string{"deployment.apps/scaleplane-controller-manager", "deployment.apps/scaleplane-webhook", "role.rbac.authorization.k8s.io/scaleplane:controller-manager:leader-election"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("applying artifacts/deploy did not report %s:\n%s", want, out)
+		}
 	}
 }
 

@@ -1,0 +1,397 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package karmada
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+// The README's commands, run verbatim.
+const (
+	installCommand = "kubectl -n karmada-system patch deployment karmada-controller-manager --patch-file " + sidecarPatch
+	removeCommand  = "kubectl -n karmada-system patch deployment karmada-controller-manager --patch-file " + removePatch
+)
+
+// Karmada's ports in its pod (health probe, metrics): the sidecar shares
+// the pod's network and must use others.
+var karmadaPorts = []int{10357, 8080}
+
+// TestSidecarPatch applies the README's patch to a Deployment shaped like
+// Karmada's with kubectl, checks the pod it asks for, then applies the
+// README's reverse patch and expects Karmada's pod template back unchanged.
+func TestSidecarPatch(t *testing.T) {
+	cp := framework.Get(t)
+	original := createKarmadaDeployment(t, cp)
+
+	runREADMECommand(t, cp, installCommand)
+	patched := getKarmadaDeployment(t, cp)
+	t.Run("containers", func(t *testing.T) { checkContainers(t, patched) })
+	t.Run("karmada-cron-controller-off", func(t *testing.T) { checkKarmadaContainer(t, original, patched) })
+	t.Run("sidecar-kubeconfig", func(t *testing.T) { checkSidecarKubeconfig(t, patched) })
+	t.Run("sidecar-flags", func(t *testing.T) { checkSidecarFlags(t, patched) })
+	t.Run("no-port-clash", func(t *testing.T) { checkPorts(t, patched) })
+	t.Run("restricted", func(t *testing.T) { checkRestricted(t, patched) })
+	t.Run("image", func(t *testing.T) { checkImage(t, patched) })
+	t.Run("binary-accepts-flags", func(t *testing.T) { checkBinaryAcceptsArgs(t, patched) })
+	if t.Failed() {
+		out, _ := yaml.Marshal(patched.Spec.Template.Spec)
+		t.Logf("patched pod spec:\n%s", out)
+	}
+
+	runREADMECommand(t, cp, removeCommand)
+	restored := getKarmadaDeployment(t, cp)
+	if !equality.Semantic.DeepEqual(original.Spec.Template, restored.Spec.Template) {
+		want, _ := yaml.Marshal(original.Spec.Template)
+		got, _ := yaml.Marshal(restored.Spec.Template)
+		t.Errorf("the reverse patch did not restore Karmada's pod template.\nwant:\n%s\ngot:\n%s", want, got)
+	}
+}
+
+func createKarmadaDeployment(t *testing.T, cp *framework.ControlPlane) *appsv1.Deployment {
+	t.Helper()
+	ctx := context.Background()
+	ensureNamespace(t, cp, karmadaNamespace)
+	data, err := os.ReadFile("testdata/karmada-controller-manager.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict(data, d); err != nil {
+		t.Fatalf("decoding testdata: %v", err)
+	}
+	created, err := cp.KubeClient().AppsV1().Deployments(karmadaNamespace).Create(ctx, d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating Karmada's Deployment: %v", err)
+	}
+	return created
+}
+
+func ensureNamespace(t *testing.T, cp *framework.ControlPlane, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_, err := cp.KubeClient().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+}
+
+func getKarmadaDeployment(t *testing.T, cp *framework.ControlPlane) *appsv1.Deployment {
+	t.Helper()
+	d, err := cp.KubeClient().AppsV1().Deployments(karmadaNamespace).Get(context.Background(), karmadaName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func container(t *testing.T, d *appsv1.Deployment, name string) *corev1.Container {
+	t.Helper()
+	for i := range d.Spec.Template.Spec.Containers {
+		if c := &d.Spec.Template.Spec.Containers[i]; c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("the pod has no container %s", name)
+	return nil
+}
+
+func checkContainers(t *testing.T, d *appsv1.Deployment) {
+	var names []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	if want := []string{karmadaName, sidecarName}; !slices.Equal(names, want) {
+		t.Errorf("containers %v, want %v", names, want)
+	}
+	if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("the pod mounts a service account token now; Karmada's does not")
+	}
+}
+
+// checkKarmadaContainer: the only change to Karmada's container is its
+// --controllers, which must still run what it ran, except Karmada's own
+// CronFederatedHPA controller.
+func checkKarmadaContainer(t *testing.T, original, patched *appsv1.Deployment) {
+	before, after := container(t, original, karmadaName), container(t, patched, karmadaName)
+	if len(before.Command) != len(after.Command) {
+		t.Fatalf("command %v, want Karmada's %v with only --controllers changed", after.Command, before.Command)
+	}
+	for i := range before.Command {
+		if !strings.HasPrefix(before.Command[i], "--controllers=") && before.Command[i] != after.Command[i] {
+			t.Errorf("command[%d] = %q, want Karmada's %q", i, after.Command[i], before.Command[i])
+		}
+	}
+	b, a := before.DeepCopy(), after.DeepCopy()
+	b.Command, a.Command = nil, nil
+	if !equality.Semantic.DeepEqual(a, b) {
+		t.Errorf("Karmada's container changed beyond its command")
+	}
+	was, now := controllers(flagValue(before.Command, "controllers")), controllers(flagValue(after.Command, "controllers"))
+	for _, tc := range []struct {
+		name      string
+		defaultOn bool
+		want      bool
+	}{
+		{"cronFederatedHorizontalPodAutoscaler", true, false},
+		{"federatedHorizontalPodAutoscaler", true, true},
+		{"binding", true, true},
+		{"hpaScaleTargetMarker", false, karmadaEnabled(was, "hpaScaleTargetMarker", false)},
+		{"deploymentReplicasSyncer", false, karmadaEnabled(was, "deploymentReplicasSyncer", false)},
+	} {
+		if got := karmadaEnabled(now, tc.name, tc.defaultOn); got != tc.want {
+			t.Errorf("Karmada's %s enabled = %v with %v, want %v", tc.name, got, now, tc.want)
+		}
+	}
+}
+
+func controllers(v string) []string {
+	if v == "" {
+		return []string{"*"}
+	}
+	return strings.Split(v, ",")
+}
+
+// karmadaEnabled is Karmada's reading of --controllers: the first explicit
+// "name" or "-name" decides; otherwise "*" enables the controllers that are
+// on by default.
+func karmadaEnabled(list []string, name string, defaultOn bool) bool {
+	star := false
+	for _, c := range list {
+		switch c {
+		case name:
+			return true
+		case "-" + name:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star && defaultOn
+}
+
+// checkSidecarKubeconfig: the sidecar reads Karmada's kubeconfig, from the
+// Secret karmada-controller-manager-config that Karmada's container mounts.
+func checkSidecarKubeconfig(t *testing.T, d *appsv1.Deployment) {
+	karmada, sidecar := container(t, d, karmadaName), container(t, d, sidecarName)
+	path := flagValue(sidecar.Args, "kubeconfig")
+	if want := flagValue(karmada.Command, "kubeconfig"); path != want {
+		t.Errorf("--kubeconfig=%q, want Karmada's %q", path, want)
+	}
+	mount := mountHolding(sidecar, path)
+	if mount == nil {
+		t.Fatalf("no volumeMount of the sidecar holds %s", path)
+	}
+	if !mount.ReadOnly {
+		t.Errorf("the kubeconfig mount %s is writable", mount.Name)
+	}
+	if karmadaMount := mountHolding(karmada, path); karmadaMount == nil || karmadaMount.Name != mount.Name {
+		t.Errorf("the sidecar mounts volume %s at %s, Karmada's container does not", mount.Name, mount.MountPath)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == mount.Name {
+			if v.Secret == nil || v.Secret.SecretName != "karmada-controller-manager-config" {
+				t.Errorf("volume %s is %+v, want the Secret karmada-controller-manager-config", v.Name, v.VolumeSource)
+			}
+			return
+		}
+	}
+	t.Errorf("the pod has no volume %s", mount.Name)
+}
+
+func mountHolding(c *corev1.Container, path string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		m := &c.VolumeMounts[i]
+		if strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			return m
+		}
+	}
+	return nil
+}
+
+// checkSidecarFlags: the cron-scaler runs, with leader election on a Lease
+// of its own in karmada-system, and every $(VAR) it uses is its own env.
+func checkSidecarFlags(t *testing.T, d *appsv1.Deployment) {
+	sidecar := container(t, d, sidecarName)
+	if len(sidecar.Command) != 0 {
+		t.Errorf("command %v overrides the image's entrypoint", sidecar.Command)
+	}
+	if c := controllers(flagValue(sidecar.Args, "controllers")); !slices.Contains(c, "cron-scaler") && !slices.Contains(c, "*") {
+		t.Errorf("--controllers=%v does not run cron-scaler", c)
+	}
+	for flag, want := range map[string]string{"leader-elect": "true", "leader-elect-resource-namespace": karmadaNamespace} {
+		if got := flagValue(sidecar.Args, flag); got != want {
+			t.Errorf("--%s=%q, want %q", flag, got, want)
+		}
+	}
+	if lease := flagValue(sidecar.Args, "leader-elect-resource-name"); lease == "" || lease == karmadaName {
+		t.Errorf("--leader-elect-resource-name=%q: the sidecar needs a Lease of its own, not Karmada's %s", lease, karmadaName)
+	}
+	env := map[string]bool{}
+	for _, e := range sidecar.Env {
+		env[e.Name] = true
+	}
+	for _, ref := range regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).FindAllStringSubmatch(strings.Join(sidecar.Args, " "), -1) {
+		if !env[ref[1]] {
+			t.Errorf("the args use $(%s), which the sidecar's env does not define (env is per container)", ref[1])
+		}
+	}
+}
+
+// checkPorts: no two containers of the pod listen on the same port, and
+// the sidecar keeps off Karmada's 10357 and 8080.
+func checkPorts(t *testing.T, d *appsv1.Deployment) {
+	karmada, sidecar := container(t, d, karmadaName), container(t, d, sidecarName)
+	port, err := strconv.Atoi(flagValue(sidecar.Args, "port"))
+	if err != nil {
+		t.Fatalf("the sidecar's --port: %v", err)
+	}
+	taken := append(slices.Clone(karmadaPorts), listeningPorts(karmada)...)
+	slices.Sort(taken)
+	if taken = slices.Compact(taken); slices.Contains(taken, port) {
+		t.Errorf("the sidecar's --port=%d is one of Karmada's %v", port, taken)
+	}
+	names := map[string]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			if other, dup := names[p.Name]; dup && p.Name != "" {
+				t.Errorf("port name %s is used by %s and %s", p.Name, other, c.Name)
+			}
+			names[p.Name] = c.Name
+			if c.Name == sidecarName && int(p.ContainerPort) != port {
+				t.Errorf("the sidecar declares port %d but serves --port=%d", p.ContainerPort, port)
+			}
+		}
+	}
+	if probe := sidecar.LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Port.IntValue() != port {
+		t.Errorf("the sidecar's liveness probe does not check /healthz on --port=%d: %+v", port, probe)
+	}
+}
+
+// listeningPorts reads the ports a Karmada container serves from its
+// declared ports and its *-bind-address=host:port and --secure-port flags.
+func listeningPorts(c *corev1.Container) []int {
+	var ports []int
+	for _, p := range c.Ports {
+		ports = append(ports, int(p.ContainerPort))
+	}
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !ok {
+			continue
+		}
+		if strings.HasSuffix(name, "bind-address") {
+			if _, p, err := net.SplitHostPort(value); err == nil {
+				value = p
+			} else {
+				continue
+			}
+		} else if name != "secure-port" && name != "port" {
+			continue
+		}
+		if n, err := strconv.Atoi(value); err == nil {
+			ports = append(ports, n)
+		}
+	}
+	return ports
+}
+
+// checkRestricted: the sidecar meets the restricted Pod Security profile by
+// itself (the pod-level settings are Karmada's), and asks for resources.
+func checkRestricted(t *testing.T, d *appsv1.Deployment) {
+	sc := container(t, d, sidecarName).SecurityContext
+	if sc == nil {
+		t.Fatal("the sidecar has no securityContext")
+	}
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("runAsNonRoot is not true")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation is not false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem is not true")
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("capabilities %+v, want drop ALL", sc.Capabilities)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+	r := container(t, d, sidecarName).Resources
+	if r.Requests.Cpu().IsZero() || r.Requests.Memory().IsZero() || r.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", r)
+	}
+}
+
+// checkImage: the sidecar runs the image the chart and the plain manifests
+// run, which `make images` builds.
+func checkImage(t *testing.T, d *appsv1.Deployment) {
+	data, err := os.ReadFile(repoPath(t, "artifacts/deploy/controller-manager/deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := &appsv1.Deployment{}
+	if err := yaml.Unmarshal(data, shipped); err != nil {
+		t.Fatal(err)
+	}
+	want := shipped.Spec.Template.Spec.Containers[0].Image
+	if got := container(t, d, sidecarName).Image; got != want {
+		t.Errorf("image %s, want %s (artifacts/deploy/controller-manager/deployment.yaml)", got, want)
+	}
+}
+
+// checkBinaryAcceptsArgs parses the sidecar's args with the real binary:
+// --help after them exits 0 only if every flag and value before it parses.
+func checkBinaryAcceptsArgs(t *testing.T, d *appsv1.Deployment) {
+	args := slices.Clone(container(t, d, sidecarName).Args)
+	for i := range args {
+		args[i] = strings.ReplaceAll(args[i], "$(POD_IP)", "127.0.0.1")
+	}
+	out, err := exec.Command(binary(t, "scaleplane-controller-manager"), append(args, "--help")...).CombinedOutput()
+	if err != nil {
+		t.Errorf("scaleplane-controller-manager %s --help: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// flagValue returns the value of the last --name=value in args (pflag's
+// "last one wins" for scalar flags), or "".
+func flagValue(args []string, name string) string {
+	value := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			value = v
+		}
+	}
+	return value
+}
