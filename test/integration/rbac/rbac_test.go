@@ -35,6 +35,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -44,6 +45,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -125,7 +128,7 @@ func serviceAccountConfig(t *testing.T, cp *framework.ControlPlane) (*rest.Confi
 // startControllerManager runs the real binary with every controller and
 // leader election on, stops it when the test ends, and prints its log if the
 // test failed.
-func startControllerManager(t *testing.T, kubeconfig string, port int) {
+func startControllerManager(t *testing.T, kubeconfig string, port int) *framework.Process {
 	t.Helper()
 	p, err := framework.StartProcess(t.TempDir(), "controller-manager", binPath(t, "scaleplane-controller-manager"), []string{
 		"--kubeconfig", kubeconfig,
@@ -145,6 +148,7 @@ func startControllerManager(t *testing.T, kubeconfig string, port int) {
 			t.Logf("scaleplane-controller-manager log:\n%s", p.Tail(200))
 		}
 	})
+	return p
 }
 
 func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
@@ -204,7 +208,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startControllerManager(t, saKubeconfig, port)
+	manager := startControllerManager(t, saKubeconfig, port)
 
 	// A "* * * * *" rule fires at the next minute boundary: at most ~60 s.
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 100*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -265,6 +269,104 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz answered %d", resp.StatusCode)
 	}
+
+	checkHPAGenerator(t, cp, ns)
+	checkResizer(t, cp, ns, dep)
+
+	// Nothing the controllers tried was refused: every informer listed and
+	// watched, every write went through.
+	if log := manager.Tail(5000); strings.Contains(log, "forbidden") {
+		t.Errorf("the controller manager was refused something with the shipped RBAC:\n%s", grepLines(log, "forbidden"))
+	}
+}
+
+// checkHPAGenerator: with the shipped RBAC the hpa-generator creates the HPA
+// of a LeaderWorkerSet with a scalePolicy.
+func checkHPAGenerator(t *testing.T, cp *framework.ControlPlane, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "llm"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "llm", Image: "registry.example/llm:1"}}},
+	}
+	lws := &lwsv1.LeaderWorkerSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
+		Spec: lwsv1.LeaderWorkerSetSpec{
+			Replicas:             ptr.To[int32](1),
+			LeaderWorkerTemplate: lwsv1.LeaderWorkerTemplate{WorkerTemplate: tmpl},
+			RolloutStrategy:      lwsv1.RolloutStrategy{Type: lwsv1.RollingUpdateStrategyType},
+			StartupPolicy:        lwsv1.LeaderCreatedStartupPolicy,
+			ScalePolicy: &lwsv1.ScalePolicy{MaxReplicas: 3, Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.ResourceMetricSourceType,
+				Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{
+					Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50),
+				}},
+			}}},
+		},
+	}
+	if _, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Create(ctx, lws, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the LeaderWorkerSet: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		hpa, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
+		return err == nil && hpa.Spec.MaxReplicas == 3, nil
+	})
+	if err != nil {
+		t.Errorf("the hpa-generator, running with the shipped RBAC, did not create the LeaderWorkerSet's HPA: %v", err)
+	}
+}
+
+// checkResizer: with the shipped RBAC the resizer counts nodes and patches
+// the Deployment's container.
+func checkResizer(t *testing.T, cp *framework.ControlPlane, ns string, dep *appsv1.Deployment) {
+	t.Helper()
+	ctx := context.Background()
+	ar := &scaleplanev1alpha1.AddonResizer{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: scaleplanev1alpha1.AddonResizerSpec{
+			TargetRef:     scaleplanev1alpha1.TargetReference{Kind: scaleplanev1alpha1.TargetKindDeployment, Name: dep.Name},
+			ContainerName: dep.Spec.Template.Spec.Containers[0].Name,
+			Resources: []scaleplanev1alpha1.ResourceScaling{{
+				Name: corev1.ResourceMemory, Base: resource.MustParse("77Mi"), ExtraPerUnit: resource.MustParse("1Mi"),
+			}},
+		},
+	}
+	if _, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Create(ctx, ar, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the AddonResizer: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		nodes, err := cp.KubeClient().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, dep.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		want := resource.NewQuantity(int64(77+len(nodes.Items))*1024*1024, resource.BinarySI)
+		got := d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
+		return got.Cmp(*want) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the resizer, running with the shipped RBAC, did not resize the Deployment: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation, nil
+	})
+	if err != nil {
+		t.Errorf("the resizer did not write the AddonResizer's status: %v", err)
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func cronOn(ns, name string, ref autoscalingv2.CrossVersionObjectReference, rule autoscalingv1alpha1.CronFederatedHPARule) *autoscalingv1alpha1.CronFederatedHPA {
