@@ -26,8 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -59,8 +60,10 @@ type apiServerCounts struct {
 	nodes      *nodeCounter
 	// podInformer and nodeInformer start lazily; onContainersChanged and
 	// onNodesChanged are told when a count changes after the initial list.
-	podInformer         lazyInformer
-	nodeInformer        lazyInformer
+	podInformer  lazyInformer
+	nodeInformer lazyInformer
+	// nodeStore is the node informer's cache, once it runs (for tests).
+	nodeStore           cache.Store
 	onContainersChanged func()
 	onNodesChanged      func()
 
@@ -78,8 +81,10 @@ func newAPIServerCounts(kubeClient kubernetes.Interface, metadataClient metadata
 		onContainersChanged: onContainersChanged,
 		onNodesChanged:      onNodesChanged,
 	}
-	a.podInformer = lazyInformer{what: "pods", build: a.buildPodInformer}
-	a.nodeInformer = lazyInformer{what: "nodes", build: a.buildNodeInformer}
+	// Once a count is complete, the AddonResizers waiting for it sync at
+	// once rather than at their next retry.
+	a.podInformer = lazyInformer{what: "pods", build: a.buildPodReflector, onSynced: onContainersChanged}
+	a.nodeInformer = lazyInformer{what: "nodes", build: a.buildNodeInformer, onSynced: onNodesChanged}
 	return a
 }
 
@@ -115,42 +120,31 @@ func (a *apiServerCounts) size(mode scaleplanev1alpha1.ScalingMode, namespace st
 	return a.nodes.count()
 }
 
-// buildPodInformer watches the non-terminal pods of every namespace, stored
-// as countedPods.
-func (a *apiServerCounts) buildPodInformer() (cache.SharedIndexInformer, cache.ResourceEventHandlerRegistration, error) {
-	informer := coreinformers.NewFilteredPodInformer(a.kubeClient, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = activePods
-	})
-	if err := informer.SetTransform(transformPod); err != nil {
-		return nil, nil, fmt.Errorf("setting the pod transform: %w", err)
+// buildPodReflector watches the non-terminal pods of every namespace with a
+// bare reflector whose store is the container counter itself: no informer
+// cache, no event queue, and so no Pod (nor a trimmed copy of one) kept per
+// pod; each watch event adjusts the running total.
+func (a *apiServerCounts) buildPodReflector() (func(context.Context), cache.InformerSynced, error) {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = activePods
+			return a.kubeClient.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = activePods
+			return a.kubeClient.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
 	}
-	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
-			if p, ok := asCountedPod(obj); ok && a.containers.add(p) && !isInInitialList {
-				a.onContainersChanged()
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			oldPod, _ := asCountedPod(oldObj)
-			if p, ok := asCountedPod(newObj); ok && a.containers.update(oldPod, p) {
-				a.onContainersChanged()
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if p, ok := asCountedPod(obj); ok && a.containers.delete(p) {
-				a.onContainersChanged()
-			}
-		},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("registering the pod event handler: %w", err)
-	}
-	return informer, reg, nil
+	a.containers.onChange = a.onContainersChanged
+	// Keeps a fake clientset (which cannot stream a watch-list) on lists.
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.kubeClient), &corev1.Pod{}, a.containers, cache.ReflectorOptions{Name: "resizer-pods", TypeDescription: "*v1.Pod"})
+	return r.RunWithContext, a.containers.hasSynced, nil
 }
 
 // buildNodeInformer watches nodes as metadata only, stripped to their
-// identity: counting needs nothing else.
-func (a *apiServerCounts) buildNodeInformer() (cache.SharedIndexInformer, cache.ResourceEventHandlerRegistration, error) {
+// identity: counting needs nothing else. (Nodes are few; an informer's cache
+// of their names costs little.)
+func (a *apiServerCounts) buildNodeInformer() (func(context.Context), cache.InformerSynced, error) {
 	informer := metadatainformer.NewFilteredMetadataInformer(a.metadataClient, nodesResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	if err := informer.SetTransform(transformNode); err != nil {
 		return nil, nil, fmt.Errorf("setting the node transform: %w", err)
@@ -170,7 +164,8 @@ func (a *apiServerCounts) buildNodeInformer() (cache.SharedIndexInformer, cache.
 	if err != nil {
 		return nil, nil, fmt.Errorf("registering the node event handler: %w", err)
 	}
-	return informer, reg, nil
+	a.nodeStore = informer.GetStore()
+	return informer.RunWithContext, reg.HasSynced, nil
 }
 
 // transformNode keeps a node's name, uid and resourceVersion; labels,
@@ -201,16 +196,19 @@ func nodeName(obj any) (string, bool) {
 	return m.GetName(), true
 }
 
-// lazyInformer is an informer built and started on first use.
+// lazyInformer is an informer (or a bare reflector) built and started on
+// first use.
 type lazyInformer struct {
-	what  string
-	build func() (cache.SharedIndexInformer, cache.ResourceEventHandlerRegistration, error)
+	what string
+	// build returns the informer's run function and its synced check.
+	build func() (func(context.Context), cache.InformerSynced, error)
+	// onSynced is called once the informer has synced.
+	onSynced func()
 
 	mu sync.Mutex
 	// synced is nil until the informer is started; then it reports whether
-	// the event handler has seen the initial list.
-	synced   cache.InformerSynced
-	informer cache.SharedIndexInformer
+	// the counter has seen the initial list.
+	synced cache.InformerSynced
 }
 
 // ensure starts the informer in ctx if it is not started, and reports
@@ -225,7 +223,7 @@ func (l *lazyInformer) ensure(ctx context.Context, wg *sync.WaitGroup) (bool, er
 	if ctx == nil {
 		return false, nil
 	}
-	informer, reg, err := l.build()
+	run, synced, err := l.build()
 	if err != nil {
 		return false, fmt.Errorf("starting the %s informer: %w", l.what, err)
 	}
@@ -237,9 +235,18 @@ func (l *lazyInformer) ensure(ctx context.Context, wg *sync.WaitGroup) (bool, er
 				utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("%v", r), "Resizer informer panicked", "informer", l.what, "stack", string(debug.Stack()))
 			}
 		}()
-		informer.RunWithContext(ctx)
+		run(ctx)
 	}()
-	l.synced, l.informer = reg.HasSynced, informer
+	if l.onSynced != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if cache.WaitForCacheSync(ctx.Done(), synced) {
+				l.onSynced()
+			}
+		}()
+	}
+	l.synced = synced
 	klog.FromContext(ctx).Info("Started counting for AddonResizers", "informer", l.what)
 	return false, nil
 }

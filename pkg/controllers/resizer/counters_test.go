@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -193,15 +192,17 @@ func TestTransformPod(t *testing.T) {
 		t.Fatalf("transform returned %T", out)
 	}
 	want := &countedPod{
-		ObjectMeta: metav1.ObjectMeta{Name: "addon-1", Namespace: ns, UID: types.UID("uid-kube-system-addon-1"), ResourceVersion: "42", Labels: map[string]string{addonLabel: addonName}},
+		Namespace:  ns,
+		Name:       "addon-1",
+		Labels:     map[string]string{addonLabel: addonName},
 		Phase:      corev1.PodRunning,
 		Containers: 4,
 	}
 	if fmt.Sprintf("%+v", cp) != fmt.Sprintf("%+v", want) {
 		t.Errorf("transformed pod\n%+v\nwant\n%+v", cp, want)
 	}
-	// The store keys it as it keyed the pod.
-	if key, _ := cache.MetaNamespaceKeyFunc(cp); key != ns+"/addon-1" {
+	// The reflector's temporary store keys it as it keyed the pod.
+	if key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(cp); key != ns+"/addon-1" {
 		t.Errorf("store key %q", key)
 	}
 	// Idempotent.

@@ -166,7 +166,7 @@ func TestRun(t *testing.T) {
 	}
 	eventually(t, ctx, "resized for 5 containers", func() bool { return cpuRequest() == "150m" })
 	c.counts.nodeInformer.mu.Lock()
-	if c.counts.nodeInformer.informer != nil {
+	if c.counts.nodeInformer.synced != nil {
 		t.Errorf("the node informer started without a NodeProportional AddonResizer")
 	}
 	c.counts.nodeInformer.mu.Unlock()

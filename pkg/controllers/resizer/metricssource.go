@@ -92,7 +92,9 @@ func (m *metricsSource) readPods(ctx context.Context) (*containerCounter, error)
 		pm := &list.Items[i]
 		// Only running pods have metrics; their containers count.
 		counter.add(&countedPod{
-			ObjectMeta: metav1.ObjectMeta{Name: pm.Name, Namespace: pm.Namespace, Labels: pm.Labels},
+			Namespace:  pm.Namespace,
+			Name:       pm.Name,
+			Labels:     pm.Labels,
 			Phase:      corev1.PodRunning,
 			Containers: int32(len(pm.Containers)),
 		})
