@@ -52,6 +52,7 @@ import (
 
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -111,7 +112,7 @@ func run(cfg config) (err error) {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", bin, err)
 	}
-	res := results{cfg: cfg, loadStart: loadavg()}
+	res := results{cfg: cfg, loadStart: benchutil.LoadAvg()}
 
 	logf("starting etcd, kube-apiserver and kube-controller-manager (HPA controller, garbage collector)")
 	cp, err := framework.Start(ctx, controlPlaneOptions(cfg))
@@ -167,7 +168,7 @@ func run(cfg config) (err error) {
 		return err
 	}
 	res.broken = tr.broken()
-	res.loadEnd = loadavg()
+	res.loadEnd = benchutil.LoadAvg()
 	res.print()
 	return nil
 }
@@ -299,8 +300,8 @@ func measureCreation(ctx context.Context, cfg config, client versioned.Interface
 		return err
 	}
 	res.creation = between(before, after)
-	res.loadCreated = loadavg()
-	res.rssCreated, err = memKiB(pr.managerPid, "VmRSS")
+	res.loadCreated = benchutil.LoadAvg()
+	res.rssCreated, err = benchutil.MemKiB(pr.managerPid, "VmRSS")
 	return err
 }
 
@@ -366,10 +367,10 @@ func measureSteady(ctx context.Context, cfg config, client versioned.Interface, 
 		return err
 	}
 	res.steady = w
-	if res.rssEnd, err = memKiB(pr.managerPid, "VmRSS"); err != nil {
+	if res.rssEnd, err = benchutil.MemKiB(pr.managerPid, "VmRSS"); err != nil {
 		return err
 	}
-	res.hwm, err = memKiB(pr.managerPid, "VmHWM")
+	res.hwm, err = benchutil.MemKiB(pr.managerPid, "VmHWM")
 	return err
 }
 

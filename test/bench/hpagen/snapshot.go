@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // snapshot is every counter the benchmark compares between the start and
@@ -52,44 +54,44 @@ type probes struct {
 
 func (p probes) take(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now()}
-	mtext, err := scrapeManager(ctx, p.managerPort)
+	mtext, err := benchutil.ScrapeManager(ctx, p.managerPort)
 	if err != nil {
 		return s, err
 	}
-	writes, err := parseSamples(mtext, "hpa_generator_writes_total")
+	writes, err := benchutil.ParseSamples(mtext, "hpa_generator_writes_total")
 	if err != nil {
 		return s, err
 	}
-	s.generatorWrites = sumBy(writes, byLabel("verb"))
-	adds, err := parseSamples(mtext, "workqueue_adds_total")
+	s.generatorWrites = benchutil.SumBy(writes, benchutil.ByLabel("verb"))
+	adds, err := benchutil.ParseSamples(mtext, "workqueue_adds_total")
 	if err != nil {
 		return s, err
 	}
-	s.queueAdds = sumBy(adds, func(l map[string]string) string {
+	s.queueAdds = benchutil.SumBy(adds, func(l map[string]string) string {
 		if l["name"] == "hpa_generator" {
 			return "adds"
 		}
 		return ""
 	})["adds"]
-	reqs, err := parseSamples(mtext, "rest_client_requests_total")
+	reqs, err := benchutil.ParseSamples(mtext, "rest_client_requests_total")
 	if err != nil {
 		return s, err
 	}
-	s.managerRequests = sumBy(reqs, byLabel("method"))
+	s.managerRequests = benchutil.SumBy(reqs, benchutil.ByLabel("method"))
 
-	atext, err := scrapeAPIServer(ctx, p.kube)
+	atext, err := benchutil.ScrapeAPIServer(ctx, p.kube)
 	if err != nil {
 		return s, err
 	}
-	api, err := parseSamples(atext, "apiserver_request_total")
+	api, err := benchutil.ParseSamples(atext, "apiserver_request_total")
 	if err != nil {
 		return s, err
 	}
-	s.apiWrites = sumBy(api, mutatingKey)
-	s.apiReads = sumBy(api, readKey)
+	s.apiWrites = benchutil.SumBy(api, mutatingKey)
+	s.apiReads = benchutil.SumBy(api, readKey)
 
 	s.hpaEvents, s.lwsEvents = p.tracker.counts()
-	if s.cpu, err = cpuSeconds(p.managerPid); err != nil {
+	if s.cpu, err = benchutil.CPUSeconds(p.managerPid); err != nil {
 		return s, err
 	}
 	if p.churn != nil {
@@ -115,11 +117,11 @@ type window struct {
 func between(a, b snapshot) window {
 	return window{
 		length:          b.at.Sub(a.at),
-		generatorWrites: delta(a.generatorWrites, b.generatorWrites),
+		generatorWrites: benchutil.Delta(a.generatorWrites, b.generatorWrites),
 		queueAdds:       b.queueAdds - a.queueAdds,
-		managerRequests: delta(a.managerRequests, b.managerRequests),
-		apiWrites:       delta(a.apiWrites, b.apiWrites),
-		apiReads:        delta(a.apiReads, b.apiReads),
+		managerRequests: benchutil.Delta(a.managerRequests, b.managerRequests),
+		apiWrites:       benchutil.Delta(a.apiWrites, b.apiWrites),
+		apiReads:        benchutil.Delta(a.apiReads, b.apiReads),
 		hpaEvents:       b.hpaEvents.minus(a.hpaEvents),
 		lwsEvents:       b.lwsEvents.minus(a.lwsEvents),
 		cpu:             b.cpu - a.cpu,

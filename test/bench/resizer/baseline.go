@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -129,7 +130,7 @@ func poll(ctx context.Context, kube kubernetes.Interface, read *atomic.Int64) (p
 	}
 	p.NodeList = time.Since(t)
 	p.Nodes = len(nodes.Items)
-	p.RSSKiB, err = memKiB(os.Getpid(), "VmRSS")
+	p.RSSKiB, err = benchutil.MemKiB(os.Getpid(), "VmRSS")
 	return p, err
 }
 

@@ -50,6 +50,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -140,7 +141,7 @@ func run(ctx context.Context, cfg config) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", bin, err)
 	}
-	res := &results{cfg: cfg, loadStart: loadavg()}
+	res := &results{cfg: cfg, loadStart: benchutil.LoadAvg()}
 
 	logf("starting etcd and kube-apiserver")
 	cp, err := framework.Start(ctx, framework.Options{ExtraAPIServerArgs: []string{
@@ -257,7 +258,7 @@ func measure(ctx context.Context, cfg config, cp *framework.ControlPlane, kube k
 	if res.startupLog, err = startupLog(m.proc.LogPath(), m.t0); err != nil {
 		return err
 	}
-	res.loadEnd = loadavg()
+	res.loadEnd = benchutil.LoadAvg()
 	res.print()
 	return nil
 }
@@ -355,7 +356,7 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 	}
 	res.firstNode, res.firstContainer = nodeAt.Sub(m.t0), containerAt.Sub(m.t0)
 	logf("first correct resize: %s (nodes), %s (containers) after the start; RSS %s",
-		secs(res.firstNode), secs(res.firstContainer), mib(res.synced.proc.rssKiB))
+		secs(res.firstNode), secs(res.firstContainer), benchutil.MiB(res.synced.proc.rssKiB))
 	logf("settling for %s", cfg.settle)
 	select {
 	case <-ctx.Done():
@@ -371,7 +372,7 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 	}
 	res.startupAPI, res.settleAPI = apiBetween(before, after), apiBetween(synced, after)
 	res.startupMgr = managerBetween(managerSnapshot{at: m.t0}, res.settled)
-	logf("after the settle: RSS %s, peak %s", mib(res.settled.proc.rssKiB), mib(res.settled.proc.hwmKiB))
+	logf("after the settle: RSS %s, peak %s", benchutil.MiB(res.settled.proc.rssKiB), benchutil.MiB(res.settled.proc.hwmKiB))
 	return nil
 }
 

@@ -20,13 +20,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // print writes the results as Markdown tables, and the raw windows under
 // them.
 func (r *results) print() {
 	fmt.Println()
-	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("machine: %s\n", benchutil.Machine())
 	fmt.Printf("load average (1/5/15 min): start %s; end %s\n", r.loadStart, r.loadEnd)
 	fmt.Println()
 	table("measure", "value", r.rows())
@@ -76,23 +78,23 @@ func (r *results) rows() [][]string {
 		{"manager /readyz, from its start", secs(r.ready)},
 		{fmt.Sprintf("**first correct resize**, NodeProportional (cpu %dm), from the start", nodeEstimate(c.nodes)), "**" + secs(r.firstNode) + "**"},
 		{fmt.Sprintf("**first correct resize**, ContainerProportional (memory %d bytes), from the start", containerEstimate(c.pods)), "**" + secs(r.firstContainer) + "**"},
-		{"writes until then (resizer_writes_total)", format(r.synced.writes)},
+		{"writes until then (resizer_writes_total)", benchutil.Format(r.synced.writes)},
 		{"initial sync: requests to the apiserver", r.startupRequests()},
 		{"initial sync: bytes the apiserver sent to watchers (pods / nodes)", fmt.Sprintf("%s / %s", mb(r.startupAPI.watchBytes["pods"]), mb(r.startupAPI.watchBytes["nodes"]))},
 		{"manager CPU from the start to the first correct resizes", fmt.Sprintf("%.2f CPU-s", r.synced.proc.cpu)},
-		{"**RSS after sync** (both first correct) / VmHWM then", fmt.Sprintf("**%s** / %s", mib(r.synced.proc.rssKiB), mib(r.synced.proc.hwmKiB))},
-		{fmt.Sprintf("**RSS after the settle** (%s idle)", c.settle), "**" + mib(s.proc.rssKiB) + "**"},
+		{"**RSS after sync** (both first correct) / VmHWM then", fmt.Sprintf("**%s** / %s", benchutil.MiB(r.synced.proc.rssKiB), benchutil.MiB(r.synced.proc.hwmKiB))},
+		{fmt.Sprintf("**RSS after the settle** (%s idle)", c.settle), "**" + benchutil.MiB(s.proc.rssKiB) + "**"},
 		{"Go heap in use / heap alloc / next GC at / from the OS (sys) / goroutines, after the settle", fmt.Sprintf("%s / %s / %s / %s / %.0f", mb(s.heapInuse), mb(s.heapAlloc), mb(s.nextGC), mb(s.sys), s.goroutines)},
 		{"CPU in the settle: manager / apiserver", fmt.Sprintf("%.2f / %.2f CPU-s", s.proc.cpu-r.synced.proc.cpu, r.settleAPI.cpu)},
 		{fmt.Sprintf("%d more pods created", c.more), fmt.Sprintf("in %s (%.0f/s)", secs(r.more.took()), r.more.rate())},
 		{"**resize to the new estimate, from the last create answered**", "**" + secs(r.moreFromLast) + "**"},
 		{"resize to the new estimate, from the first create sent", secs(r.moreFromFirst)},
 		{"first change of the target, from the first create sent", secs(r.moreFirstChange)},
-		{"distinct values the target took until correct / writes in the window", fmt.Sprintf("%d / %s", r.moreChanges, format(r.moreMgr.writes))},
-		{"**LIST requests after sync** on the manager's resources (apiserver, after the settle to the end, less the baseline's)", fmt.Sprintf("**%.0f** (all of them: %s; baseline's: %d)", lists, format(mine), r.baseline.Lists)},
-		{"other LISTs in that window (not the manager's resources)", format(others)},
-		{"the manager's own requests after sync (rest_client_requests_total; a LIST would be a GET)", format(r.afterSyncMgr.requests)},
-		{"RSS at the end / **peak (VmHWM)**", fmt.Sprintf("%s / **%s**", mib(e.proc.rssKiB), mib(e.proc.hwmKiB))},
+		{"distinct values the target took until correct / writes in the window", fmt.Sprintf("%d / %s", r.moreChanges, benchutil.Format(r.moreMgr.writes))},
+		{"**LIST requests after sync** on the manager's resources (apiserver, after the settle to the end, less the baseline's)", fmt.Sprintf("**%.0f** (all of them: %s; baseline's: %d)", lists, benchutil.Format(mine), r.baseline.Lists)},
+		{"other LISTs in that window (not the manager's resources)", benchutil.Format(others)},
+		{"the manager's own requests after sync (rest_client_requests_total; a LIST would be a GET)", benchutil.Format(r.afterSyncMgr.requests)},
+		{"RSS at the end / **peak (VmHWM)**", fmt.Sprintf("%s / **%s**", benchutil.MiB(e.proc.rssKiB), benchutil.MiB(e.proc.hwmKiB))},
 		{"status.clusterSize at the end", fmt.Sprintf("%s: %s, %s: %s", nodeTarget, r.statusSizes[nodeTarget], containerTarget, r.statusSizes[containerTarget])},
 	}
 }
@@ -109,21 +111,21 @@ var managerResources = map[string]bool{
 // benchmark creates pods) by resource.
 func (r *results) listsAfterSync() (manager float64, mine, others map[string]float64) {
 	mine, others = r.afterSyncAPI.split("LIST")
-	return total(mine) - float64(r.baseline.Lists), mine, others
+	return benchutil.Total(mine) - float64(r.baseline.Lists), mine, others
 }
 
 func (r *results) startupRequests() string {
 	var parts []string
 	for _, verb := range []string{"LIST", "WATCH"} {
 		mine, others := r.startupAPI.split(verb)
-		part := verb + ": " + format(mine)
+		part := verb + ": " + benchutil.Format(mine)
 		if len(others) > 0 {
-			part += " (not the manager's resources: " + format(others) + ")"
+			part += " (not the manager's resources: " + benchutil.Format(others) + ")"
 		}
 		parts = append(parts, part)
 	}
 	if len(r.startupAPI.watchLists) > 0 {
-		parts = append(parts, "of the WATCHes, streaming lists (sendInitialEvents): "+format(r.startupAPI.watchLists))
+		parts = append(parts, "of the WATCHes, streaming lists (sendInitialEvents): "+benchutil.Format(r.startupAPI.watchLists))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -150,12 +152,12 @@ func (r *results) baselineRows() [][]string {
 	return [][]string{
 		{"how the size is learned", "watch events (pods through a transform, nodes as metadata)", fmt.Sprintf("every %s: one LIST of all non-terminal pods (no pagination) and one of all nodes", r.cfg.poll)},
 		{"size seen", fmt.Sprintf("status.clusterSize %s / %s", r.statusSizes[nodeTarget], r.statusSizes[containerTarget]), fmt.Sprintf("%d pods, %d containers", pods, containers)},
-		{"LIST requests per poll period", fmt.Sprintf("%.0f after sync", max(lists, 0)), fmt.Sprintf("%d per poll (%s)", b.Lists/max(polls, 1), format(r.baselineAPI.verb("LIST")))},
+		{"LIST requests per poll period", fmt.Sprintf("%.0f after sync", max(lists, 0)), fmt.Sprintf("%d per poll (%s)", b.Lists/max(polls, 1), benchutil.Format(r.baselineAPI.verb("LIST")))},
 		{"pod LIST latency, per poll", "none", strings.Join(podLists, ", ")},
 		{"node LIST latency, per poll", "none", strings.Join(nodeLists, ", ")},
 		{"pod LIST per poll: bytes on the wire (gzip; apiserver_response_sizes) / protobuf body the client decoded", "none after sync", fmt.Sprintf("%s / %s", mb(podBytes/float64(max(polls, 1))), mb(float64(decoded)/float64(max(polls, 1))))},
 		{"delay from a count change to seeing it", fmt.Sprintf("%s to the resize (more pods)", secs(r.moreFromLast)), fmt.Sprintf("up to %s + a pod LIST", r.cfg.poll)},
-		{"RSS (idle at the end) / peak (VmHWM)", fmt.Sprintf("%s / %s", mib(r.end.proc.rssKiB), mib(r.end.proc.hwmKiB)), fmt.Sprintf("%s / %s", mib(b.RSSKiB), mib(b.HWMKiB))},
+		{"RSS (idle at the end) / peak (VmHWM)", fmt.Sprintf("%s / %s", benchutil.MiB(r.end.proc.rssKiB), benchutil.MiB(r.end.proc.hwmKiB)), fmt.Sprintf("%s / %s", benchutil.MiB(b.RSSKiB), benchutil.MiB(b.HWMKiB))},
 		{"CPU of the process", fmt.Sprintf("%.2f CPU-s over the baseline window (%s)", r.baselineMgr.cpu, secs(r.baselineMgr.length)), fmt.Sprintf("%.2f CPU-s (%.2f per poll)", b.CPU, b.CPU/float64(max(polls, 1)))},
 		{"apiserver CPU (process_cpu_seconds_total)", fmt.Sprintf("%.2f CPU-s over the %s settle (manager idle)", r.settleAPI.cpu, r.cfg.settle), fmt.Sprintf("%.2f CPU-s over the baseline window (%.2f per poll)", r.baselineAPI.cpu, r.baselineAPI.cpu/float64(max(polls, 1)))},
 	}
@@ -163,12 +165,12 @@ func (r *results) baselineRows() [][]string {
 
 func printAPI(name string, w apiWindow) {
 	fmt.Printf("%s (%s), apiserver:\n", name, secs(w.length))
-	fmt.Printf("  requests: %s\n", format(w.requests))
+	fmt.Printf("  requests: %s\n", benchutil.Format(w.requests))
 	fmt.Printf("  LIST bytes: %s; watch bytes: %s; watch events: %s; streaming lists: %s\n",
-		format(w.listBytes), format(w.watchBytes), format(w.watchEvents), format(w.watchLists))
+		benchutil.Format(w.listBytes), benchutil.Format(w.watchBytes), benchutil.Format(w.watchEvents), benchutil.Format(w.watchLists))
 }
 
 func printManager(name string, w managerWindow) {
 	fmt.Printf("%s (%s), manager: writes %s; decisions %s; requests %s; queue adds %.0f; CPU %.2f s\n",
-		name, secs(w.length.Round(time.Millisecond)), format(w.writes), format(w.decisions), format(w.requests), w.queueAdds, w.cpu)
+		name, secs(w.length.Round(time.Millisecond)), benchutil.Format(w.writes), benchutil.Format(w.decisions), benchutil.Format(w.requests), w.queueAdds, w.cpu)
 }

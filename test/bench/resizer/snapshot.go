@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // apiSnapshot is the apiserver's counters at one moment; they count every
@@ -47,7 +49,7 @@ type apiSnapshot struct {
 
 func takeAPI(ctx context.Context, kube kubernetes.Interface) (apiSnapshot, error) {
 	s := apiSnapshot{at: time.Now()}
-	text, err := scrapeAPIServer(ctx, kube)
+	text, err := benchutil.ScrapeAPIServer(ctx, kube)
 	if err != nil {
 		return s, err
 	}
@@ -60,7 +62,7 @@ func takeAPI(ctx context.Context, kube kubernetes.Interface) (apiSnapshot, error
 		{&s.listBytes, "apiserver_response_sizes_sum", listResource},
 		{&s.watchBytes, "apiserver_watch_events_sizes_sum", resourceOrKind},
 		{&s.watchEvents, "apiserver_watch_events_total", resourceOrKind},
-		{&s.watchLists, "apiserver_watch_list_duration_seconds_count", byLabel("resource")},
+		{&s.watchLists, "apiserver_watch_list_duration_seconds_count", benchutil.ByLabel("resource")},
 	} {
 		if *m.dst, err = sumOf(text, m.name, m.key); err != nil {
 			return s, err
@@ -116,11 +118,11 @@ type apiWindow struct {
 func apiBetween(a, b apiSnapshot) apiWindow {
 	return apiWindow{
 		length:      b.at.Sub(a.at),
-		requests:    delta(a.requests, b.requests),
-		listBytes:   delta(a.listBytes, b.listBytes),
-		watchBytes:  delta(a.watchBytes, b.watchBytes),
-		watchEvents: delta(a.watchEvents, b.watchEvents),
-		watchLists:  delta(a.watchLists, b.watchLists),
+		requests:    benchutil.Delta(a.requests, b.requests),
+		listBytes:   benchutil.Delta(a.listBytes, b.listBytes),
+		watchBytes:  benchutil.Delta(a.watchBytes, b.watchBytes),
+		watchEvents: benchutil.Delta(a.watchEvents, b.watchEvents),
+		watchLists:  benchutil.Delta(a.watchLists, b.watchLists),
 		cpu:         b.cpu - a.cpu,
 		rss:         b.rss,
 	}
@@ -175,7 +177,7 @@ type managerSnapshot struct {
 
 func takeManager(ctx context.Context, port, pid int) (managerSnapshot, error) {
 	s := managerSnapshot{at: time.Now()}
-	text, err := scrapeManager(ctx, port)
+	text, err := benchutil.ScrapeManager(ctx, port)
 	if err != nil {
 		return s, err
 	}
@@ -184,15 +186,15 @@ func takeManager(ctx context.Context, port, pid int) (managerSnapshot, error) {
 		name string
 		key  func(map[string]string) string
 	}{
-		{&s.writes, "resizer_writes_total", byLabel("kind")},
-		{&s.decisions, "resizer_decisions_total", byLabel("outcome")},
-		{&s.requests, "rest_client_requests_total", byLabel("method")},
+		{&s.writes, "resizer_writes_total", benchutil.ByLabel("kind")},
+		{&s.decisions, "resizer_decisions_total", benchutil.ByLabel("outcome")},
+		{&s.requests, "rest_client_requests_total", benchutil.ByLabel("method")},
 	} {
 		if *m.dst, err = sumOf(text, m.name, m.key); err != nil {
 			return s, err
 		}
 	}
-	adds, err := sumOf(text, "workqueue_adds_total", byLabel("name"))
+	adds, err := sumOf(text, "workqueue_adds_total", benchutil.ByLabel("name"))
 	if err != nil {
 		return s, err
 	}
@@ -227,9 +229,9 @@ type managerWindow struct {
 func managerBetween(a, b managerSnapshot) managerWindow {
 	return managerWindow{
 		length:    b.at.Sub(a.at),
-		writes:    delta(a.writes, b.writes),
-		decisions: delta(a.decisions, b.decisions),
-		requests:  delta(a.requests, b.requests),
+		writes:    benchutil.Delta(a.writes, b.writes),
+		decisions: benchutil.Delta(a.decisions, b.decisions),
+		requests:  benchutil.Delta(a.requests, b.requests),
 		queueAdds: b.queueAdds - a.queueAdds,
 		cpu:       b.proc.cpu - a.proc.cpu,
 	}
