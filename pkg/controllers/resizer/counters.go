@@ -261,6 +261,27 @@ func (c *containerCounter) excluding(namespace string, selector labels.Selector)
 	return n
 }
 
+// compact copies what the counter keeps into fresh, contiguous memory: the
+// maps and names built while the initial list streamed in lie scattered
+// among that list's garbage, which would keep most of its pages resident.
+func (c *containerCounter) compact() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sets := make(map[string]*labelSet, len(c.labels))
+	for key, l := range c.labels {
+		sets[strings.Clone(key)] = &labelSet{set: maps.Clone(l.set), key: strings.Clone(key), refs: l.refs}
+	}
+	pods := make(map[string]map[string]podEntry, len(c.pods))
+	for ns, byName := range c.pods {
+		fresh := make(map[string]podEntry, len(byName))
+		for name, e := range byName {
+			fresh[strings.Clone(name)] = podEntry{containers: e.containers, labels: sets[e.labels.key]}
+		}
+		pods[strings.Clone(ns)] = fresh
+	}
+	c.pods, c.labels = pods, sets
+}
+
 // hasSynced reports whether the initial list (a Replace) is in.
 func (c *containerCounter) hasSynced() bool {
 	c.mu.RLock()

@@ -256,3 +256,27 @@ func TestNodeCounter(t *testing.T) {
 		t.Errorf("after delete: %d; want 1", c.count())
 	}
 }
+
+func TestCompactKeepsCounts(t *testing.T) {
+	c := newContainerCounter()
+	addon := map[string]string{addonLabel: addonName}
+	for i := range 50 {
+		c.add(counted(pod(ns, fmt.Sprintf("addon-%d", i), corev1.PodRunning, addon, 2)))
+		c.add(counted(pod("apps", fmt.Sprintf("web-%d", i), corev1.PodRunning, map[string]string{"app": "web"}, 3)))
+	}
+	before, excluded := c.total(), c.excluding(ns, selectAddon)
+	c.compact()
+	if c.total() != before || c.excluding(ns, selectAddon) != excluded {
+		t.Fatalf("after compact: total %d excluding %d; want %d %d", c.total(), c.excluding(ns, selectAddon), before, excluded)
+	}
+	if len(c.labels) != 2 {
+		t.Errorf("%d interned label sets; want 2", len(c.labels))
+	}
+	// Reference counts survive: removing every pod of one set frees it.
+	for i := range 50 {
+		c.delete(counted(pod("apps", fmt.Sprintf("web-%d", i), corev1.PodRunning, nil, 3)))
+	}
+	if len(c.labels) != 1 || c.total() != 100 {
+		t.Errorf("after deleting the web pods: %d label sets, total %d; want 1, 100", len(c.labels), c.total())
+	}
+}
