@@ -79,6 +79,12 @@ func (m *metricsSource) readNodes(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("listing NodeMetrics from metrics.k8s.io (is metrics-server running and its APIService available?): %w", err)
 	}
+	// A cluster that runs metrics-server has nodes: an empty list means
+	// metrics-server has not scraped yet (it has just started), not a
+	// cluster of size 0, which would cut the add-on to its base.
+	if len(list.Items) == 0 {
+		return 0, errNoMetricsYet("NodeMetrics")
+	}
 	return int64(len(list.Items)), nil
 }
 
@@ -86,6 +92,9 @@ func (m *metricsSource) readPods(ctx context.Context) (*containerCounter, error)
 	list, err := m.client.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing PodMetrics from metrics.k8s.io (is metrics-server running and its APIService available?): %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, errNoMetricsYet("PodMetrics")
 	}
 	counter := newContainerCounter()
 	for i := range list.Items {
@@ -120,4 +129,9 @@ func (s *snapshot[T]) get(ctx context.Context, now time.Time, interval time.Dura
 		s.at = now
 	}
 	return s.value, s.at, s.err
+}
+
+// errNoMetricsYet is an empty answer of the metrics API, taken as no answer.
+func errNoMetricsYet(kind string) error {
+	return fmt.Errorf("metrics.k8s.io returned no %s: metrics-server has not scraped the kubelets yet (it does every --metric-resolution after it starts), or cannot reach them; resources are left as they are", kind)
 }

@@ -600,6 +600,26 @@ func TestMetricsUnavailable(t *testing.T) {
 	h.expectEvents()
 }
 
+// TestMetricsEmptyIsNotSizeZero: right after metrics-server starts the
+// metrics API answers with empty lists; that must not size the add-on for an
+// empty cluster.
+func TestMetricsEmptyIsNotSizeZero(t *testing.T) {
+	h := newHarness(t, addonResizer("nodes", withSource(scaleplanev1alpha1.SourceMetrics)),
+		addonResizer("containers", withSource(scaleplanev1alpha1.SourceMetrics), withMode(scaleplanev1alpha1.ContainerProportional)),
+		deployment(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=100m", "limit:memory=100Mi")))
+	h.syncAt(t0, "nodes")
+	h.syncAt(t0, "containers")
+	for _, name := range []string{"nodes", "containers"} {
+		h.expectCondition(name, scaleplanev1alpha1.ConditionMetricsAvailable, metav1.ConditionFalse, reasonMetricsUnavailable)
+		if s := h.get(name).Status.ClusterSize; s != nil {
+			t.Errorf("%s: cluster size %d from an empty metrics list", name, *s)
+		}
+	}
+	if target, _ := h.writes(); target != 0 {
+		t.Errorf("%d target writes from empty metrics", target)
+	}
+}
+
 func (h *harness) metricsLists() int {
 	n := 0
 	for _, a := range h.metrics.Actions() {
