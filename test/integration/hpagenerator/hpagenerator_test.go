@@ -38,6 +38,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -437,13 +438,11 @@ func TestSteadyStateAndRealScaling(t *testing.T) {
 	}
 
 	// Usage at 4x the target: the HPA scales up.
+	// A merge patch of the annotation alone: kwok updates the pod's status
+	// meanwhile, which would make a read-modify-write conflict.
 	updatePod := func(cpu string) {
-		p, err := cp.KubeClient().CoreV1().Pods(ns).Get(ctx, "llm-0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Annotations[framework.UsageCPUAnnotation] = cpu
-		if _, err := cp.KubeClient().CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, framework.UsageCPUAnnotation, cpu)
+		if _, err := cp.KubeClient().CoreV1().Pods(ns).Patch(ctx, "llm-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
