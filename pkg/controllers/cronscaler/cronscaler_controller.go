@@ -22,6 +22,15 @@ limitations under the License.
 // All objects share one delaying workqueue: a sync fires what is due and asks
 // to be requeued at the earliest next firing, so there is no goroutine or
 // timer per rule and the cost grows with firings, not with rules.
+//
+// Targets first: a sync that writes a target leaves its status write to a
+// second queue, whose workers write statuses only while no firing is pending
+// or running. When thousands of rules fire in the same second, all target
+// writes go out before the status writes that record them, so the time until
+// the last target is applied depends on the target writes alone. Until its
+// status is written a firing is held in memory (see memory); a process that
+// dies in between leaves the firing to its successor, which applies the same
+// value once more and records it.
 package cronscaler
 
 import (
@@ -30,6 +39,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +52,7 @@ import (
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -72,6 +83,23 @@ const (
 // recorded.
 const DefaultDrainTimeout = 15 * time.Second
 
+// Normal events are limited to this rate and burst across the controller, so
+// that in a burst they do not compete with target writes for the client's
+// rate limit and the apiserver; the status of each object records every
+// firing all the same. Warning events are not limited.
+const (
+	normalEventQPS   = 10
+	normalEventBurst = 50
+)
+
+// A status write waits while firings are pending or running, polling every
+// recordPollInterval, but never longer than maxRecordWait, so statuses are
+// not starved by firings that never stop coming.
+const (
+	recordPollInterval = 10 * time.Millisecond
+	maxRecordWait      = time.Minute
+)
+
 // Controller is the cron-scaler.
 type Controller struct {
 	client     versioned.Interface
@@ -83,7 +111,16 @@ type Controller struct {
 	recorder   record.EventRecorder
 	clock      clock.WithTicker
 	queue      workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	workers    int
+	// records holds the objects whose firings are applied but whose status
+	// is not written yet; see recordWorker.
+	records workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// firing counts the syncs of queue in progress.
+	firing  atomic.Int32
+	workers int
+	// locks keeps a sync and a status write of the same object apart.
+	locks *keyLocks
+	// normalEvents limits Normal events; see normalEventQPS.
+	normalEvents flowcontrol.PassiveRateLimiter
 	// stored says which of scaleplane's added fields the installed CRD
 	// keeps; see SetStoredFields.
 	stored StoredFields
@@ -127,9 +164,15 @@ func NewController(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},
 		),
-		schedules: newScheduleCache(),
-		memory:    newMemory(),
-		counts:    newWatchCounts(),
+		records: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler_status", Clock: clk},
+		),
+		locks:        newKeyLocks(),
+		normalEvents: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(normalEventQPS, normalEventBurst, clk),
+		schedules:    newScheduleCache(),
+		memory:       newMemory(),
+		counts:       newWatchCounts(),
 	}
 	publishStoredFields(c.stored)
 	if _, err := cronInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -149,13 +192,15 @@ func (c *Controller) Name() string { return Name }
 
 // Run starts the workers and blocks until ctx ends and the workers stopped.
 //
-// When ctx ends the workers take no more work, and the syncs in flight finish
-// with a context of their own, which is cancelled only if they take longer
-// than the drain timeout: a sync cut between the target write and the status
-// write would leave a firing applied but not recorded. The controller manager
-// releases its leader-election lease only after Run returned.
+// When ctx ends the workers take no more firings, and the syncs in flight
+// finish with a context of their own, then the status writes still queued
+// are made; the context is cancelled only if all this takes longer than the
+// drain timeout: a firing applied but not recorded is applied once more by
+// the next leader. The controller manager releases its leader-election lease
+// only after Run returned.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
+	defer c.records.ShutDown()
 	logger := klog.FromContext(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced) {
 		return
@@ -163,12 +208,20 @@ func (c *Controller) Run(ctx context.Context) {
 	logger.Info("Starting workers", "workers", c.workers)
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	var wg sync.WaitGroup
+	var wg, recordWG sync.WaitGroup
 	for i := 0; i < c.workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			wait.UntilWithContext(ctx, func(ctx context.Context) { c.worker(ctx, workCtx) }, time.Second)
+		}()
+		recordWG.Add(1)
+		go func() {
+			defer recordWG.Done()
+			// Restarted after a panic until the queue is drained, even once
+			// stopping: firings applied are recorded.
+			for !c.recordWorker(ctx, workCtx) {
+			}
 		}()
 	}
 	<-ctx.Done()
@@ -176,6 +229,9 @@ func (c *Controller) Run(ctx context.Context) {
 	stopped := make(chan struct{})
 	go func() {
 		wg.Wait()
+		// No firing is left: the status writers drain their queue.
+		c.records.ShutDown()
+		recordWG.Wait()
 		close(stopped)
 	}()
 	logger.Info("Stopping: no new syncs, waiting for the syncs in flight", "timeout", c.drainTimeout)
@@ -215,7 +271,14 @@ func (c *Controller) processNextWorkItem(stop, work context.Context) bool {
 		return false
 	}
 
-	requeueAfter, err := c.syncRecovered(work, key)
+	c.firing.Add(1)
+	unlock := c.locks.lock(key)
+	requeueAfter, record, err := c.fireRecovered(work, key)
+	unlock()
+	c.firing.Add(-1)
+	if record {
+		c.records.Add(key)
+	}
 	switch {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(work, err, "Syncing CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
@@ -229,6 +292,54 @@ func (c *Controller) processNextWorkItem(stop, work context.Context) bool {
 	return true
 }
 
+// recordWorker writes the statuses of firings already applied until the
+// status queue shuts down and is empty: on stop it drains the queue rather
+// than leave firings unrecorded. It waits while firings are pending or
+// running (targets first) unless stopping. It returns true once the queue is
+// drained, false after a panic, which ends only this call.
+func (c *Controller) recordWorker(stop, work context.Context) (drained bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			utilruntime.HandleErrorWithContext(work, fmt.Errorf("%v", r), "Cron-scaler status writer panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	for c.processNextRecord(stop, work) {
+	}
+	return true
+}
+
+func (c *Controller) processNextRecord(stop, work context.Context) bool {
+	key, quit := c.records.Get()
+	if quit {
+		return false
+	}
+	defer c.records.Done(key)
+	c.waitForFirings(stop)
+
+	unlock := c.locks.lock(key)
+	err := c.recordRecovered(work, key)
+	unlock()
+	if err != nil {
+		utilruntime.HandleErrorWithContext(work, err, "Recording the firings of a CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
+		c.records.AddRateLimited(key)
+		return true
+	}
+	c.records.Forget(key)
+	return true
+}
+
+// waitForFirings returns once no firing is pending or running, when stop
+// ends, or after maxRecordWait. It paces status writes behind target writes
+// and schedules nothing, so it runs on the wall clock. (A sync taken from the
+// queue in the instant before it is counted may overlap one status write:
+// that costs a little time, nothing else.)
+func (c *Controller) waitForFirings(stop context.Context) {
+	deadline := time.Now().Add(maxRecordWait)
+	for stop.Err() == nil && (c.queue.Len() > 0 || c.firing.Load() > 0) && time.Now().Before(deadline) {
+		time.Sleep(recordPollInterval)
+	}
+}
+
 // syncRecovered runs sync and turns a panic into an error, so one bad object
 // is retried with backoff instead of taking the process down.
 func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, err error) {
@@ -240,18 +351,74 @@ func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (d
 	return c.sync(ctx, key)
 }
 
-// sync fires the object's due rules, writes its status once, and returns
-// when to sync it again (0: only on change).
+// fireRecovered is fireSync with a panic turned into an error.
+func (c *Controller) fireRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, record bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while syncing: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.fireSync(ctx, key)
+}
+
+// recordRecovered is record with a panic turned into an error.
+func (c *Controller) recordRecovered(ctx context.Context, key cache.ObjectName) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while recording: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.record(ctx, key)
+}
+
+// sync is both phases in one: it fires the object's due rules, writes its
+// status once, and returns when to sync it again (0: only on change).
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	d, record, err := c.fireSync(ctx, key)
+	if err != nil || !record {
+		return d, err
+	}
+	if err := c.record(ctx, key); err != nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+// record writes the status of the firings fireSync applied and left in
+// memory, if the status is still to be written. A failed write is retried by
+// the caller; the firings stay in memory meanwhile, and a sync of the object
+// plans from them.
+func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
+	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.memory.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	status, ok := c.memory.pendingStatus(key, obj)
+	if !ok {
+		return nil
+	}
+	return c.writeStatus(ctx, obj, status)
+}
+
+// fireSync fires the object's due rules and returns when to sync it again
+// (0: only on change). A sync that wrote (or tried to write) the target
+// leaves its status in memory and returns record true: the caller writes it
+// with record, after the other firings due (targets first). Any other sync
+// writes its status itself.
+func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.Duration, bool, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "cronFederatedHPA", key)
 	ctx = klog.NewContext(ctx, logger)
 	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.memory.forget(key)
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	base := c.memory.base(key, obj)
 	if base == nil {
@@ -260,10 +427,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			c.memory.forget(key)
-			return 0, nil
+			return 0, false, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+			return 0, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
 		}
 		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
 		obj = live
@@ -271,24 +438,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		base = obj.Status.DeepCopy()
 	}
 	if dups := duplicateRuleNames(obj.Spec.Rules); len(dups) > 0 {
-		return 0, c.refuse(ctx, obj, base, dups)
+		return 0, false, c.refuse(ctx, obj, base, dups)
 	}
 	c.memory.accept(key, obj.UID)
 	now := c.clock.Now()
 
 	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
 	plans := c.plan(obj, base, replanAll, replanRules, now)
-	c.fire(ctx, obj, plans, now)
-	if err := c.updateStatus(ctx, obj, plans); err != nil {
+	wrote := c.fire(ctx, obj, plans, now)
+	record := false
+	if wrote {
+		// The histories planned here are the only record of the firings
+		// until record writes them; the next sync plans from them.
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories)
+		record = true
+	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
 		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
-		return 0, err
+		return 0, false, err
 	}
 	d, ok := nextRequeue(plans, c.clock.Now())
 	if !ok {
-		return 0, nil
+		return 0, record, nil
 	}
 	logger.V(4).Info("Requeued until the next firing", "after", d)
-	return d, nil
+	return d, record, nil
 }
 
 func keys(m map[string]bool) []string {
@@ -394,7 +567,9 @@ type firing struct {
 // retried, the missed scheduled times found are recorded all the same, and
 // the sync is requeued for the next attempt. The firing is recorded as
 // failed, with the last reason, once it is given up (recordMissed).
-func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, now time.Time) {
+//
+// It reports whether it wrote, or tried to write, the target.
+func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, now time.Time) bool {
 	t, targetErr := parseTarget(obj.Spec.ScaleTargetRef)
 	var due []*firing
 	for i := range plans {
@@ -413,7 +588,8 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	merged := mergeFirings(due)
 
 	var applyErr error
-	if merged != (values{}) {
+	wrote := merged != (values{})
+	if wrote {
 		applyErr = c.apply(ctx, obj.Namespace, t, merged)
 	}
 	transient := applyErr != nil && !isPermanent(applyErr)
@@ -438,6 +614,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].rule.Name, plans[i].invalid)
 		}
 	}
+	return wrote
 }
 
 // mergeFirings returns what one write sets for the due firings (oldest
@@ -583,9 +760,19 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.recorder.Eventf(obj, corev1.EventTypeNormal, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
+		c.normalEventf(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
 		firings.WithLabelValues(resultSuccess).Inc()
 	}
+}
+
+// normalEventf emits a Normal event if the controller's event rate allows it
+// (see normalEventQPS) and counts it as dropped otherwise.
+func (c *Controller) normalEventf(obj *autoscalingv1alpha1.CronFederatedHPA, reason, messageFmt string, args ...any) {
+	if !c.normalEvents.TryAccept() {
+		droppedEvents.Inc()
+		return
+	}
+	c.recorder.Eventf(obj, corev1.EventTypeNormal, reason, messageFmt, args...)
 }
 
 // latestSetting returns the last due firing that sets a field f sets.
@@ -616,14 +803,23 @@ func describe(v values) string {
 	return s
 }
 
-// updateStatus writes the planned histories, in spec order, with the
+// updateStatus writes the planned histories (see plannedStatus) with the
 // resourceVersion the sync read: a stale cache makes it conflict instead of
 // overwriting newer status. It writes nothing when nothing changed. A failed
 // write is retried by the caller; the histories recorded in this sync are in
 // memory, so the retry writes them without firing again.
-// updateStatus writes the planned histories, in spec order, as the installed
-// schema stores them (lastScheduleTime only where it is kept).
 func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan) error {
+	status := c.plannedStatus(plans)
+	err := c.writeStatus(ctx, obj, status)
+	if err != nil {
+		c.memory.setPending(cache.MetaObjectToName(obj), obj.UID, status.ExecutionHistories)
+	}
+	return err
+}
+
+// plannedStatus is the planned histories, in spec order, as the installed
+// schema stores them (lastScheduleTime only where it is kept).
+func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
 	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
 	for i := range plans {
 		h := plans[i].history
@@ -632,11 +828,7 @@ func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.
 		}
 		status.ExecutionHistories = append(status.ExecutionHistories, h)
 	}
-	err := c.writeStatus(ctx, obj, status)
-	if err != nil {
-		c.memory.setPending(cache.MetaObjectToName(obj), obj.UID, status.ExecutionHistories)
-	}
-	return err
+	return status
 }
 
 // writeStatus writes status unless the object read already has it, with the
@@ -666,4 +858,42 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonStatusNotStored, "Could not record the rules' executions in status, will retry: %v", err)
 	return fmt.Errorf("updating the status of %s: %w", klog.KObj(obj), err)
+}
+
+// keyLocks are per-object locks: a sync and a status write of the same object
+// (from the two queues) must not interleave.
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[cache.ObjectName]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func newKeyLocks() *keyLocks {
+	return &keyLocks{locks: map[cache.ObjectName]*keyLock{}}
+}
+
+// lock locks key and returns its unlock.
+func (l *keyLocks) lock(key cache.ObjectName) func() {
+	l.mu.Lock()
+	k := l.locks[key]
+	if k == nil {
+		k = &keyLock{}
+		l.locks[key] = k
+	}
+	k.refs++
+	l.mu.Unlock()
+	k.mu.Lock()
+	return func() {
+		k.mu.Unlock()
+		l.mu.Lock()
+		k.refs--
+		if k.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.mu.Unlock()
+	}
 }

@@ -67,6 +67,12 @@ var (
 		Help:           "Rules of the CronFederatedHPAs the cron-scaler watches.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	droppedEvents = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "dropped_normal_events_total",
+		Help:           "Normal events (Scaled) not emitted because more came than the cron-scaler's event rate allows, so that events do not crowd out target writes in a burst. Warning events are never dropped by the cron-scaler; status records every firing.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	schemaFieldStored = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "crd_schema_field_stored",
@@ -81,6 +87,6 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored)
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents)
 	})
 }

@@ -116,7 +116,9 @@ func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
 // status, as the informer cache shows it, may not say yet.
 //
 // Why it exists: a firing applies the target first and records it in status
-// second (one status write per sync). If the status write fails (a conflict
+// second (one status write per sync), and in a burst the status write waits
+// until the other targets are written: meanwhile the firing is recorded in
+// the pending histories here, and a sync plans from them. If the status write fails (a conflict
 // because the cache was stale, or the API server was briefly unavailable),
 // the firing is recorded nowhere but here: the next sync plans from these
 // pending histories and writes them. If the write succeeds but the cache has
@@ -313,6 +315,27 @@ func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []aut
 	for i := range histories {
 		o.pending[histories[i].RuleName] = *histories[i].DeepCopy()
 	}
+}
+
+// pendingStatus returns the status to write for the pending histories: for
+// each rule of obj, in spec order, its pending history, or its cached one if
+// it has none pending. ok is false when nothing is pending.
+func (m *memory) pendingStatus(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) (status autoscalingv1alpha1.CronFederatedHPAStatus, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, obj.UID, false)
+	if o == nil || len(o.pending) == 0 {
+		return status, false
+	}
+	for i := range obj.Spec.Rules {
+		name := obj.Spec.Rules[i].Name
+		if h, found := o.pending[name]; found {
+			status.ExecutionHistories = append(status.ExecutionHistories, *h.DeepCopy())
+		} else if h, found := findHistory(&obj.Status, name); found {
+			status.ExecutionHistories = append(status.ExecutionHistories, h)
+		}
+	}
+	return status, true
 }
 
 // retryOf returns the retry of the rule's firing, if any.

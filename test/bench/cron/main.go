@@ -22,8 +22,11 @@ limitations under the License.
 // It reports the firing skew (when a watcher sees the Deployment's new
 // replicas, minus the scheduled time), the time until the last one is
 // applied, the API writes per firing (from the apiserver's request metrics),
-// and the controller's RSS and CPU while idle and during the burst (from
-// /proc). See test/bench/README.md.
+// the controller's RSS and CPU while idle and during the burst (from /proc),
+// and the physical limit: the time a minimal client, with no rate limit and
+// -limit-concurrency requests in flight, takes to send the same N scale
+// patches to the same apiserver right after the burst, and the ratio of the
+// time to the last target to it. See test/bench/README.md.
 //
 //	make tools build && go run ./test/bench/cron -n 1000
 package main
@@ -46,6 +49,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -63,6 +67,7 @@ type config struct {
 	managerArg []string
 	idle       time.Duration
 	creators   int
+	limitConc  int
 }
 
 func main() {
@@ -73,6 +78,7 @@ func main() {
 	flag.StringVar(&extra, "controller-manager-args", "", "extra flags for the controller manager, space separated (e.g. \"--kube-api-qps=2000 --kube-api-burst=4000\")")
 	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
 	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
+	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
 	flag.Parse()
 	cfg.managerArg = strings.Fields(extra)
 	if err := run(cfg); err != nil {
@@ -91,6 +97,7 @@ func run(cfg config) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", bin, err)
 	}
+	load0 := loadavg()
 	logf("starting etcd and kube-apiserver")
 	cp, err := framework.Start(ctx, framework.Options{
 		ExtraAPIServerArgs: []string{
@@ -176,6 +183,7 @@ func run(cfg config) error {
 		return err
 	}
 	time.Sleep(time.Until(slot))
+	loadAtSlot := loadavg()
 	burstCPU0, _ := cpuSeconds(manager.Pid())
 	seen := <-applied
 	allApplied := time.Now()
@@ -193,6 +201,22 @@ func run(cfg config) error {
 	peakRSS, _ := procStatus(manager.Pid(), "VmHWM")
 	burstRSS, _ := procStatus(manager.Pid(), "VmRSS")
 
+	// The physical limit: the same N scale patches (to 3 replicas, so each
+	// is a real write), sent by a minimal client as fast as it can.
+	limitCfg := cp.Config()
+	limitCfg.QPS, limitCfg.Burst = -1, 0
+	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
+	limitLoad := loadavg()
+	limitStart := time.Now()
+	if err := parallel(cfg.n, cfg.limitConc, func(i int) error {
+		_, err := limitClient.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType,
+			[]byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale")
+		return err
+	}); err != nil {
+		return fmt.Errorf("measuring the physical limit: %w", err)
+	}
+	limit := time.Since(limitStart)
+
 	skews := make([]time.Duration, 0, len(seen))
 	for _, at := range seen {
 		skews = append(skews, at.Sub(slot))
@@ -200,6 +224,7 @@ func run(cfg config) error {
 	sort.Slice(skews, func(i, j int) bool { return skews[i] < skews[j] })
 	fmt.Println()
 	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("load average (1, 5, 15 min): at start %s; at the slot %s; before the limit run %s\n", load0, loadAtSlot, limitLoad)
 	fmt.Printf("controller manager args: %v\n", cfg.managerArg)
 	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
 	fmt.Printf("applied: %d of %d\n", len(skews), cfg.n)
@@ -209,6 +234,9 @@ func run(cfg config) error {
 	}
 	fmt.Printf("last target applied: %s after the slot; all statuses recorded: %s after the slot\n",
 		allApplied.Sub(slot).Round(time.Millisecond), allRecorded.Sub(slot).Round(time.Millisecond))
+	fmt.Printf("physical limit (a client with no rate limit, %d in flight, sends the same %d scale patches): %s (%.0f/s)\n",
+		cfg.limitConc, cfg.n, limit.Round(time.Millisecond), float64(cfg.n)/limit.Seconds())
+	fmt.Printf("ratio of the time to the last target to the limit: %.2f\n", allApplied.Sub(slot).Seconds()/limit.Seconds())
 	fmt.Printf("writes during the burst, per firing:\n")
 	total := 0.0
 	for _, k := range sortedKeys(writes1) {
@@ -458,6 +486,19 @@ func procStatus(pid int, field string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// loadavg returns the first three fields of /proc/loadavg.
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func machine() string {
