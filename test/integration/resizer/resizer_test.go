@@ -253,12 +253,18 @@ func TestNodeProportional(t *testing.T) {
 		t.Errorf("sized for %d nodes, want %d", n, first+2)
 	}
 
-	ar, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "addon", metav1.GetOptions{})
+	// The status write follows the target's patch.
+	var ar *scaleplanev1alpha1.AddonResizer
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		ar, err = cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "addon", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return ptr.Deref(ar.Status.ClusterSize, -1) == int32(first+2) && ar.Status.ObservedGeneration == ar.Generation, nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if ptr.Deref(ar.Status.ClusterSize, -1) != int32(first+2) || ar.Status.ObservedGeneration != ar.Generation {
-		t.Errorf("status: clusterSize %v observedGeneration %d (generation %d)", ar.Status.ClusterSize, ar.Status.ObservedGeneration, ar.Generation)
+		t.Errorf("status: clusterSize %v observedGeneration %d (generation %d), want size %d: %v", ptr.Deref(ar.Status.ClusterSize, -1), ar.Status.ObservedGeneration, ar.Generation, first+2, err)
 	}
 	waitEvent(t, cp, ns, "addon", "Resized")
 }
