@@ -75,6 +75,12 @@ test: verify build
 	SCALEPLANE_IMAGE_PLATFORMS=$(HOST_IMAGE_PLATFORM) hack/build-images.sh
 	hack/test-integration.sh
 
+## test-reliability: the full chaos test (about 15 minutes): three controller-manager replicas, the leader killed every 20-60 s, kube-apiserver restarted twice and etcd once
+.PHONY: test-reliability
+test-reliability: build
+	hack/install-tools.sh etcd kube-apiserver
+	SCALEPLANE_CHAOS_LONG=1 $(GO) test -count=1 -v -timeout=40m ./test/reliability/...
+
 ## local-up: start a whole local control plane with scaleplane running and the examples applied
 .PHONY: local-up
 local-up: tools build

@@ -19,4 +19,7 @@ cd "${SCALEPLANE_ROOT}"
 # Override with SCALEPLANE_INTEGRATION_PARALLEL=1 to run them one by one.
 parallel="${SCALEPLANE_INTEGRATION_PARALLEL:-3}"
 scaleplane::log "integration tests, ${parallel} packages at a time (binaries from ${SCALEPLANE_BIN_DIR})"
-go test -count=1 -v -p="${parallel}" -timeout=20m "$@" ./test/integration/...
+# ./test/reliability is the chaos test's short form (about 3 minutes, most
+# of it waiting for cron slots and failovers); `make test-reliability` runs
+# the long one.
+go test -count=1 -v -p="${parallel}" -timeout=20m "$@" ./test/integration/... ./test/reliability/...

@@ -117,6 +117,13 @@ func Run(ctx context.Context, o *options.Options, descriptors map[string]*Contro
 	defer broadcaster.Shutdown()
 
 	checks := newHealthChecks()
+	// /healthz is public to every authenticated client (the
+	// system:public-info-viewer ClusterRole), and fails while the API
+	// server cannot reach etcd: either way the controllers cannot work.
+	discoveryREST := kubeClient.Discovery().RESTClient()
+	go probeAPIServer(ctx, func(ctx context.Context) error {
+		return discoveryREST.Get().AbsPath("/healthz").Do(ctx).Error()
+	}, checks)
 	serverErr := make(chan error, 1)
 	if o.Generic.Port != 0 {
 		go func() {

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
@@ -38,7 +39,8 @@ type healthChecks struct {
 	mu     sync.RWMutex
 	checks map[string]func(*http.Request) error
 	// notReady holds controllers that have not synced their informers yet,
-	// with the reason; /readyz fails while it is not empty.
+	// and "apiserver" while the API server does not answer, with the reason;
+	// /readyz fails while it is not empty.
 	notReady map[string]string
 }
 
@@ -63,6 +65,60 @@ func (h *healthChecks) setControllerState(name string, failed error, notReadyRea
 	} else {
 		h.notReady[name] = notReadyReason
 	}
+}
+
+// setNotReady makes /readyz fail with reason until it is called again with
+// an empty reason. Unlike setControllerState it leaves /healthz alone: a
+// process that cannot reach the API server is not ready, but restarting it
+// would not help.
+func (h *healthChecks) setNotReady(name, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reason == "" {
+		delete(h.notReady, name)
+	} else {
+		h.notReady[name] = reason
+	}
+}
+
+// apiserverProbeInterval is how often the manager checks that the API server
+// answers, and apiserverProbeTimeout how long one check may take. Together
+// they bound how long /readyz stays ready after the API server went away.
+var (
+	apiserverProbeInterval = 5 * time.Second
+	apiserverProbeTimeout  = 3 * time.Second
+)
+
+// probeAPIServer keeps the "apiserver" readiness check up to date until ctx
+// ends: not ready until the first probe succeeds, and from every failed
+// probe until the next one succeeds. Informers and the leader elector retry
+// on their own while the API server is away; this only makes the outage
+// visible on /readyz, for the controller manager's own users and probes.
+func probeAPIServer(ctx context.Context, probe func(context.Context) error, checks *healthChecks) {
+	logger := klog.FromContext(ctx)
+	checks.setNotReady("apiserver", "the API server has not answered yet")
+	reachable := false
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		probeCtx, cancel := context.WithTimeout(ctx, apiserverProbeTimeout)
+		defer cancel()
+		err := probe(probeCtx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			checks.setNotReady("apiserver", fmt.Sprintf("cannot reach the API server: %v", err))
+			if reachable {
+				logger.Info("The API server cannot be reached; not ready until it answers", "err", err)
+			}
+			reachable = false
+			return
+		}
+		checks.setNotReady("apiserver", "")
+		if !reachable {
+			logger.Info("The API server answers")
+		}
+		reachable = true
+	}, apiserverProbeInterval)
 }
 
 func (h *healthChecks) names() []string {
@@ -106,7 +162,8 @@ func (h *healthChecks) healthz(w http.ResponseWriter, r *http.Request) {
 	h.respond(w, r, failed, b.String())
 }
 
-// readyz answers /readyz: ready once every started controller has synced.
+// readyz answers /readyz: ready once every started controller has synced,
+// while the API server answers.
 func (h *healthChecks) readyz(w http.ResponseWriter, r *http.Request) {
 	h.mu.RLock()
 	var b strings.Builder

@@ -22,7 +22,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -119,5 +121,59 @@ func TestWaitForResourcesStopsWithContext(t *testing.T) {
 	cancel()
 	if err := waitForResources(ctx, discoveryWith(nil), []schema.GroupVersionResource{lws}); err == nil {
 		t.Fatal("waitForResources returned nil for a missing resource and a cancelled context")
+	}
+}
+
+// /readyz fails while the API server does not answer, and recovers when it
+// does; /healthz is not affected (a restart would not bring the API server
+// back).
+func TestReadyzFollowsTheAPIServer(t *testing.T) {
+	savedInterval := apiserverProbeInterval
+	apiserverProbeInterval = 10 * time.Millisecond
+	t.Cleanup(func() { apiserverProbeInterval = savedInterval })
+
+	h := newHealthChecks()
+	h.setControllerState("cron-scaler", nil, "")
+	var down atomic.Bool
+	probe := func(context.Context) error {
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	down.Store(true)
+	go probeAPIServer(ctx, probe, h)
+	waitFor(t, func() bool {
+		code, body := get(t, h.readyz, "/readyz")
+		return code == http.StatusInternalServerError && strings.Contains(body, "[-]apiserver not ready: cannot reach the API server: connection refused")
+	}, "/readyz to fail while the API server is down")
+	if code, _ := get(t, h.healthz, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while the API server is down = %d, want 200", code)
+	}
+
+	down.Store(false)
+	waitFor(t, func() bool {
+		code, _ := get(t, h.readyz, "/readyz")
+		return code == http.StatusOK
+	}, "/readyz to recover once the API server answers")
+
+	down.Store(true)
+	waitFor(t, func() bool {
+		code, _ := get(t, h.readyz, "/readyz")
+		return code == http.StatusInternalServerError
+	}, "/readyz to fail again on the next outage")
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

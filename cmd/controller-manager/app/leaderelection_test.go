@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -150,5 +151,105 @@ func TestShutdownWaitIsBounded(t *testing.T) {
 	}
 	if got := log.list(); !slices.Equal(got, []string{"lease released"}) {
 		t.Errorf("events = %q; want the lease released after the timeout", got)
+	}
+}
+
+// Issue 9: a leader cut off from the API server loses its lease after the
+// renew deadline; its controllers are stopped and runWithLeaderElection
+// returns errLeaderElectionLost (the process then exits) before the lease
+// expires for the others, so a standby that takes over never acts while the
+// old leader still does.
+func TestLostLeaseStopsControllersBeforeTakeover(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := kubefake.NewClientset()
+	log := &eventLog{}
+
+	// The first holder of the lease is the leader to cut off. While cut off
+	// every update it makes fails, its renewals and its release on the way
+	// out alike, as if the network between it and the API server was gone.
+	var mu sync.Mutex
+	var leaderID string
+	var cutOff bool
+	client.PrependReactor("create", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		lease := action.(clienttesting.CreateAction).GetObject().(*coordinationv1.Lease)
+		mu.Lock()
+		defer mu.Unlock()
+		if leaderID == "" {
+			leaderID = ptr.Deref(lease.Spec.HolderIdentity, "")
+		}
+		return false, nil, nil
+	})
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		mu.Lock()
+		defer mu.Unlock()
+		if cutOff && (holder == leaderID || holder == "") {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+
+	started := make(chan string, 2)
+	runFor := func(name string) func(context.Context) {
+		return func(ctx context.Context) {
+			log.add(name + " started")
+			started <- name
+			<-ctx.Done()
+			log.add(name + " stopped")
+		}
+	}
+	returned := map[string]chan error{"a": make(chan error, 1), "b": make(chan error, 1)}
+	for name, ch := range returned {
+		go func() {
+			err := runWithLeaderElection(ctx, client, fastLeaderElection(), newHealthChecks(), runFor(name))
+			log.add(name + " returned")
+			ch <- err
+		}()
+	}
+
+	var leader string
+	select {
+	case leader = <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody became the leader")
+	}
+	standby := map[string]string{"a": "b", "b": "a"}[leader]
+	mu.Lock()
+	cutOff = true
+	mu.Unlock()
+
+	select {
+	case err := <-returned[leader]:
+		if !errors.Is(err, errLeaderElectionLost) {
+			t.Errorf("the cut-off leader's runWithLeaderElection = %v, want errLeaderElectionLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cut-off leader did not give up")
+	}
+	select {
+	case name := <-started:
+		if name != standby {
+			t.Fatalf("%s started again", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take over")
+	}
+	cancel()
+	<-returned[standby]
+
+	events := log.list()
+	at := func(e string) int {
+		i := slices.Index(events, e)
+		if i < 0 {
+			t.Fatalf("no %q in %q", e, events)
+		}
+		return i
+	}
+	takeover := at(standby + " started")
+	if at(leader+" stopped") > takeover || at(leader+" returned") > takeover {
+		t.Errorf("events = %q: the old leader's controllers must stop, and the manager return, before the standby starts", events)
 	}
 }

@@ -128,6 +128,11 @@ type ControlPlane struct {
 	kwok      *process
 	metrics   *process
 	stopped   bool
+	// etcdArgs and apiserverArgs are the command lines the running etcd and
+	// kube-apiserver were started with, so that a restart brings them back
+	// on the same ports and data directory (see restart.go).
+	etcdArgs      []string
+	apiserverArgs []string
 }
 
 // Start brings up a control plane in a new temporary directory. On error
@@ -293,6 +298,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		cp.setEtcd(p)
 		if lastErr = waitHTTP(ctx, p, clientURL+"/health", nil, nil, etcdStartTimeout); lastErr == nil {
 			cp.etcdURL = clientURL
+			cp.mu.Lock()
+			cp.etcdArgs = args
+			cp.mu.Unlock()
 			return nil
 		}
 		p.stop(stopGrace)
@@ -351,6 +359,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		header := http.Header{"Authorization": []string{"Bearer " + cp.token}}
 		if lastErr = waitHTTP(ctx, p, host+"/readyz", tlsConfig, header, apiserverStartTimeout); lastErr == nil {
 			cp.host = host
+			cp.mu.Lock()
+			cp.apiserverArgs = args
+			cp.mu.Unlock()
 			return nil
 		}
 		p.stop(stopGrace)
