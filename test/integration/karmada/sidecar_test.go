@@ -361,9 +361,19 @@ func checkImage(t *testing.T, d *appsv1.Deployment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped := &appsv1.Deployment{}
-	if err := yaml.Unmarshal(data, shipped); err != nil {
-		t.Fatal(err)
+	// The file holds the PodDisruptionBudget too: find the Deployment.
+	var shipped *appsv1.Deployment
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		d := &appsv1.Deployment{}
+		if err := yaml.Unmarshal([]byte(doc), d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind == "Deployment" {
+			shipped = d
+		}
+	}
+	if shipped == nil || len(shipped.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("no Deployment with a container in artifacts/deploy/controller-manager/deployment.yaml")
 	}
 	want := shipped.Spec.Template.Spec.Containers[0].Image
 	if got := container(t, d, sidecarName).Image; got != want {
