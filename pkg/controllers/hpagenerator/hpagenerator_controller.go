@@ -32,7 +32,6 @@ package hpagenerator
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -42,7 +41,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	"k8s.io/client-go/kubernetes"
 	autoscalingv2listers "k8s.io/client-go/listers/autoscaling/v2"
@@ -54,6 +52,7 @@ import (
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	lwsinformers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/leaderworkerset/v1"
 	lwslisters "github.com/scaleplane/scaleplane/pkg/generated/listers/leaderworkerset/v1"
+	"github.com/scaleplane/scaleplane/pkg/workloop"
 )
 
 // Name is the controller's name in --controllers, logs and events.
@@ -135,63 +134,27 @@ func (c *Controller) Name() string { return Name }
 // Run starts the workers and blocks until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
-	logger.Info("Starting workers", "workers", c.workers)
-	done := make(chan struct{})
-	for i := 0; i < c.workers; i++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	for i := 0; i < c.workers; i++ {
-		<-done
-	}
-	logger.Info("Workers stopped")
+	workloop.Run(ctx, c.queue, c.workers, Name, c.syncKey)
 }
 
-// worker processes keys until the queue shuts down. A panic ends only this
-// call; wait.Until starts the worker again.
-func (c *Controller) worker(ctx context.Context) {
-	defer func() {
-		if r := recover(); r != nil {
-			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("%v", r), "HPA generator worker panicked", "stack", string(debug.Stack()))
-		}
-	}()
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
+// processNextWorkItem syncs one key from the queue; see workloop.ProcessNext.
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	if err := c.syncRecovered(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing the HorizontalPodAutoscaler of a LeaderWorkerSet failed, will retry", "leaderWorkerSet", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return workloop.ProcessNext(ctx, c.queue, Name, c.syncKey)
 }
 
-// syncRecovered runs sync and turns a panic into an error, so one bad object
-// is retried with backoff instead of taking the process down.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic while syncing: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return c.sync(ctx, key)
+// syncKey is sync in the work loop's terms: nothing is requeued after a
+// delay, only on events or, after an error, with backoff.
+func (c *Controller) syncKey(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	return 0, c.sync(ctx, key)
+}
+
+// syncRecovered runs sync with a panic turned into an error.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) error {
+	_, err := workloop.Recovered(c.syncKey)(ctx, key)
+	return err
 }
 
 // sync brings the HPA of one LeaderWorkerSet in line with its scale policy.

@@ -37,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -46,8 +45,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -64,6 +61,7 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	informers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/scaleplane/v1alpha1"
 	listers "github.com/scaleplane/scaleplane/pkg/generated/listers/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/workloop"
 )
 
 // Name is the controller's name in --controllers, logs and events.
@@ -172,7 +170,6 @@ func (c *Controller) Name() string { return Name }
 // workers and the informers it started itself.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
@@ -183,64 +180,12 @@ func (c *Controller) Run(ctx context.Context) {
 	}()
 	c.counts.start(countsCtx)
 
-	logger.Info("Starting workers", "workers", c.workers)
-	done := make(chan struct{})
-	for i := 0; i < c.workers; i++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	for i := 0; i < c.workers; i++ {
-		<-done
-	}
-	logger.Info("Workers stopped")
+	workloop.Run(ctx, c.queue, c.workers, Name, c.sync)
 }
 
-// worker processes keys until the queue shuts down. A panic ends only this
-// call; wait.Until starts the worker again.
-func (c *Controller) worker(ctx context.Context) {
-	defer func() {
-		if r := recover(); r != nil {
-			utilruntime.HandleErrorWithContext(ctx, fmt.Errorf("%v", r), "Resizer worker panicked", "stack", string(debug.Stack()))
-		}
-	}()
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	requeueAfter, err := c.syncRecovered(ctx, key)
-	switch {
-	case err != nil:
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing AddonResizer failed, will retry", "addonResizer", key)
-		c.queue.AddRateLimited(key)
-	case requeueAfter > 0:
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, requeueAfter)
-	default:
-		c.queue.Forget(key)
-	}
-	return true
-}
-
-// syncRecovered runs sync and turns a panic into an error, so one bad object
-// is retried with backoff instead of taking the process down.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic while syncing: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return c.sync(ctx, key)
+// syncRecovered runs sync with a panic turned into an error.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	return workloop.Recovered(c.sync)(ctx, key)
 }
 
 // result is what reconcile decided: the outcome for the decisions metric,
