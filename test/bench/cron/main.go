@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +55,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -97,7 +97,7 @@ func run(cfg config) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", bin, err)
 	}
-	load0 := loadavg()
+	load0 := benchutil.LoadAvg()
 	logf("starting etcd and kube-apiserver")
 	cp, err := framework.Start(ctx, framework.Options{
 		ExtraAPIServerArgs: []string{
@@ -168,9 +168,9 @@ func run(cfg config) error {
 	if idleWindow < 5*time.Second {
 		return fmt.Errorf("only %s left before the slot for the idle measurement; raise the setup margin", time.Until(slot))
 	}
-	cpu0, _ := cpuSeconds(manager.Pid())
+	cpu0, _ := benchutil.CPUSeconds(manager.Pid())
 	time.Sleep(idleWindow)
-	cpu1, _ := cpuSeconds(manager.Pid())
+	cpu1, _ := benchutil.CPUSeconds(manager.Pid())
 	idleRSS, _ := procStatus(manager.Pid(), "VmRSS")
 	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
 
@@ -183,15 +183,15 @@ func run(cfg config) error {
 		return err
 	}
 	time.Sleep(time.Until(slot))
-	loadAtSlot := loadavg()
-	burstCPU0, _ := cpuSeconds(manager.Pid())
+	loadAtSlot := benchutil.LoadAvg()
+	burstCPU0, _ := benchutil.CPUSeconds(manager.Pid())
 	seen := <-applied
 	allApplied := time.Now()
 	if err := waitRecorded(ctx, client, cfg.n, slot); err != nil {
 		return err
 	}
 	allRecorded := time.Now()
-	burstCPU1, _ := cpuSeconds(manager.Pid())
+	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
 	// Events are written asynchronously; let them land before counting.
 	time.Sleep(5 * time.Second)
 	writes1, err := apiserverWrites(ctx, kube)
@@ -206,7 +206,7 @@ func run(cfg config) error {
 	limitCfg := cp.Config()
 	limitCfg.QPS, limitCfg.Burst = -1, 0
 	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
-	limitLoad := loadavg()
+	limitLoad := benchutil.LoadAvg()
 	limitStart := time.Now()
 	if err := parallel(cfg.n, cfg.limitConc, func(i int) error {
 		_, err := limitClient.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType,
@@ -223,7 +223,7 @@ func run(cfg config) error {
 	}
 	sort.Slice(skews, func(i, j int) bool { return skews[i] < skews[j] })
 	fmt.Println()
-	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("machine: %s\n", benchutil.Machine())
 	fmt.Printf("load average (1, 5, 15 min): at start %s; at the slot %s; before the limit run %s\n", load0, loadAtSlot, limitLoad)
 	fmt.Printf("controller manager args: %v\n", cfg.managerArg)
 	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
@@ -459,63 +459,12 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[i].Round(time.Millisecond)
 }
 
-// cpuSeconds reads utime+stime of a process from /proc/<pid>/stat.
-func cpuSeconds(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(data[strings.LastIndex(string(data), ")")+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	const clockTicks = 100 // USER_HZ on Linux
-	return (utime + stime) / clockTicks, nil
-}
-
-// procStatus returns a field of /proc/<pid>/status, e.g. VmRSS.
+// procStatus returns a memory field of /proc/<pid>/status (VmRSS, VmHWM)
+// in MiB.
 func procStatus(pid int, field string) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := benchutil.MemKiB(pid, field)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.Atoi(strings.Fields(v)[0])
-			return fmt.Sprintf("%.1f MiB", float64(kb)/1024), nil
-		}
-	}
-	return "", fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// loadavg returns the first three fields of /proc/loadavg.
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func machine() string {
-	model := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		if line, _, ok := strings.Cut(string(data), "\n"); ok {
-			mem = strings.Join(strings.Fields(line)[1:], " ")
-		}
-	}
-	return fmt.Sprintf("%d CPUs (%s), %s memory, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	return benchutil.MiB(kib), nil
 }
