@@ -79,7 +79,7 @@ test: verify build
 .PHONY: test-reliability
 test-reliability: build
 	hack/install-tools.sh etcd kube-apiserver
-	SCALEPLANE_CHAOS_LONG=1 $(GO) test -count=1 -v -timeout=40m ./test/reliability/...
+	SCALEPLANE_CHAOS_LONG=1 $(GO) test -tags=reliability_long -count=1 -v -timeout=40m ./test/reliability/...
 
 ## local-up: start a whole local control plane with scaleplane running and the examples applied
 .PHONY: local-up
