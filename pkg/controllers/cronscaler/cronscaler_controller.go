@@ -593,7 +593,12 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 		applyErr = c.apply(ctx, obj.Namespace, t, merged)
 	}
 	transient := applyErr != nil && !isPermanent(applyErr)
-	if transient {
+	switch {
+	case transient && isUnreachable(applyErr):
+		// Every object with a firing due says the same while the
+		// control plane is down; client-go logs the outage itself.
+		klog.FromContext(ctx).V(2).Info("Target write got no answer from the apiserver, will retry", "target", t.String(), "err", applyErr)
+	case transient:
 		klog.FromContext(ctx).Info("Target write failed for a transient reason, will retry", "target", t.String(), "err", applyErr)
 	}
 
@@ -652,17 +657,31 @@ func mergeFirings(due []*firing) values {
 // stays its scheduled time (it is still to run), the attempt's reason is a
 // Warning event, and the next attempt comes with exponential backoff, never
 // later than the firing's deadline, when it is given up.
+//
+// While the apiserver cannot be reached at all, attempts cost nothing but a
+// failed dial and their events could not be delivered: they are retried
+// every few seconds, so the firing runs soon after the control plane is back,
+// and only the first of them is an event.
 func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
 	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
 	if !ok || !r.slot.Equal(p.due) {
-		r = firingRetry{slot: p.due, first: now}
+		r = firingRetry{slot: p.due, first: now, unreachable: true}
 	}
 	r.attempts++
 	r.lastErr = err.Error()
+	unreachable := isUnreachable(err)
+	r.unreachable = r.unreachable && unreachable
 	p.history.NextExecutionTime = metaTime(p.due)
-	p.retryAt = now.Add(retryBackoff(r.attempts))
+	backoff := retryBackoff(r.attempts)
+	if unreachable {
+		backoff = min(backoff, maxUnreachableBackoff)
+	}
+	p.retryAt = now.Add(backoff)
 	if p.retryAt.After(p.deadline) {
 		p.retryAt = p.deadline
+	}
+	if unreachable && r.attempts > 1 {
+		return r
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
 		p.rule.Name, p.due.UTC().Format(time.RFC3339), r.attempts, p.deadline.UTC().Format(time.RFC3339), err)
@@ -679,11 +698,20 @@ func retryBackoff(attempts int) time.Duration {
 	return min(d, maxRetryBackoff)
 }
 
-const maxRetryBackoff = 5 * time.Minute
+const (
+	maxRetryBackoff = 5 * time.Minute
+	// maxUnreachableBackoff bounds the wait between attempts while the
+	// apiserver cannot be reached: how late after its return a firing
+	// still within its deadline runs.
+	maxUnreachableBackoff = 4 * time.Second
+)
 
 // recordMissed records the plan's missed scheduled times. The first of them
-// may be a firing that was being retried and is now too late: it failed, and
-// is recorded with the reason of its last attempt rather than as missed.
+// may be a firing that was being retried and is now too late. If the
+// apiserver answered any of its attempts, it failed, and is recorded with the
+// reason of its last attempt rather than as missed. If none was answered, the
+// control plane was down from the scheduled time to the deadline: the firing
+// could not be tried, and is recorded as missed, saying so.
 func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, now time.Time) {
 	if p.missed == 0 {
 		return
@@ -693,16 +721,33 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 		c.recordMissedRange(obj, p, p.missed, p.firstMissed, now)
 		return
 	}
-	msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
-		r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastErr)
-	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
-		ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
-	})
-	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
-	firings.WithLabelValues(resultFailed).Inc()
+	if r.unreachable {
+		c.recordUnreachable(obj, p, r, now)
+	} else {
+		msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
+			r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastErr)
+		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+			ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
+		})
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
+		firings.WithLabelValues(resultFailed).Inc()
+	}
 	if p.missed > 1 {
 		c.recordMissedRange(obj, p, p.missed-1, p.secondMissed, now)
 	}
+}
+
+// recordUnreachable records a firing none of whose attempts reached the
+// apiserver as missed.
+func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingRetry, now time.Time) {
+	msg := fmt.Sprintf("missed the scheduled time %s: the API server could not be reached from %s to %s, past the time the rule may still run (%d attempts, the last with: %s)",
+		r.slot.UTC().Format(time.RFC3339), r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.attempts, r.lastErr)
+	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+		ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
+	})
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
+	missedFirings.Inc()
+	firings.WithLabelValues(resultMissed).Inc()
 }
 
 // recordMissedRange records count missed scheduled times from first to the

@@ -18,11 +18,17 @@ package cronscaler
 
 import (
 	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // webhookDown is what the apiserver answers when a validating webhook on the
@@ -112,4 +118,127 @@ func TestTransientErrorKeepsMissedRecords(t *testing.T) {
 		}
 		h.expectEvent("Warning MissedSchedule")
 	})
+}
+
+// apiserverDown is what client-go returns while kube-apiserver is down: no
+// answer at all.
+var apiserverDown = &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis/apps/v1/namespaces/default/deployments/web/scale",
+	Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+
+// Issue 9: a slot that falls in a control-plane outage runs afterwards if
+// it still may, else it is recorded as missed, saying why. It used to be
+// recorded as failed with "connection refused" once its retries ran out,
+// as if the target had refused it.
+func TestUnreachableAPIServerMissesTheSlot(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-01 07:30:00"), "c")
+		h.scales.failWith(apiserverDown)
+
+		// Down from before 08:00 until after 09:00, the 08:00 slot's
+		// deadline: attempts come at most a few seconds apart, and only the
+		// first is an event (the others could not be delivered anyway).
+		at := utc("2024-05-01 08:00:00.100")
+		attempts := 0
+		for at.Before(utc("2024-05-01 09:00:00")) {
+			d := h.syncAt(at, "c")
+			attempts++
+			if d <= 0 || d > maxUnreachableBackoff+time.Second {
+				t.Fatalf("attempt %d at %v requeued after %v; want at most %v while the apiserver is unreachable", attempts, at, d, maxUnreachableBackoff)
+			}
+			at = at.Add(d)
+		}
+		want := `Warning ScaleFailed Rule "r" (scheduled 2024-05-01T08:00:00Z): attempt 1 failed, will retry until 2024-05-01T09:00:00Z`
+		if events := h.events(); len(events) != 1 || !strings.HasPrefix(events[0], want) {
+			t.Errorf("events for %d unreachable attempts: %q; want one, %q", attempts, events, want)
+		}
+
+		h.scales.failWith(nil)
+		h.syncAt(at, "c")
+		hist := h.history("c", "r")
+		if len(hist.FailedExecutions) != 1 || !hist.FailedExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 08:00:00")) ||
+			!strings.HasPrefix(hist.FailedExecutions[0].Message, "missed the scheduled time 2024-05-01T08:00:00Z: the API server could not be reached from 2024-05-01T08:00:00Z") ||
+			!strings.Contains(hist.FailedExecutions[0].Message, "connection refused") {
+			t.Errorf("failed executions = %+v; want 08:00 recorded as missed, the API server unreachable", hist.FailedExecutions)
+		}
+		if len(hist.SuccessfulExecutions) != 1 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 09:00:00")) {
+			t.Errorf("successful executions = %+v; want 09:00 only", hist.SuccessfulExecutions)
+		}
+		h.expectEvent(`Warning MissedSchedule Rule "r" missed the scheduled time 2024-05-01T08:00:00Z: the API server could not be reached`)
+	})
+}
+
+// Issue 9: a slot in an outage that ends before the slot's deadline runs
+// within a few seconds of the apiserver's return, and is recorded once as
+// applied.
+func TestUnreachableAPIServerBackInTime(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-01 07:30:00"), "c")
+		h.scales.failWith(apiserverDown)
+		at := utc("2024-05-01 08:00:00.100")
+		for at.Before(utc("2024-05-01 08:01:00")) {
+			at = at.Add(h.syncAt(at, "c"))
+		}
+		// Back at 08:01:00: the next attempt is at most a few seconds away.
+		h.scales.failWith(nil)
+		if at.Sub(utc("2024-05-01 08:01:00")) > maxUnreachableBackoff {
+			t.Errorf("next attempt at %v, more than %v after the apiserver came back", at, maxUnreachableBackoff)
+		}
+		h.syncAt(at, "c")
+		hist := h.history("c", "r")
+		if len(hist.FailedExecutions) != 0 {
+			t.Errorf("failed executions = %+v; want none", hist.FailedExecutions)
+		}
+		if len(hist.SuccessfulExecutions) != 1 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 08:00:00")) {
+			t.Errorf("successful executions = %+v; want 08:00 once", hist.SuccessfulExecutions)
+		}
+		if h.scales.get("deployments", "web") != 10 {
+			t.Errorf("08:00 was not applied after the outage")
+		}
+	})
+}
+
+// Issue 9: once the apiserver answered an attempt (a webhook that is down
+// answers with a 500), the slot failed on its target: an outage after that
+// does not turn it into a miss.
+func TestAnsweredAttemptKeepsTheFailure(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:30:00"), "c")
+	h.scales.failWith(webhookDown)
+	at := utc("2024-05-01 08:00:00.100")
+	at = at.Add(h.syncAt(at, "c"))
+	h.scales.failWith(apiserverDown)
+	for at.Before(utc("2024-05-01 09:00:00")) {
+		at = at.Add(h.syncAt(at, "c"))
+	}
+	h.scales.failWith(nil)
+	h.syncAt(at, "c")
+	hist := h.history("c", "r")
+	if len(hist.FailedExecutions) != 1 || !strings.HasPrefix(hist.FailedExecutions[0].Message, "not applied: ") {
+		t.Errorf("failed executions = %+v; want 08:00 failed (not applied), its first attempt answered", hist.FailedExecutions)
+	}
+}
+
+func TestIsUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", apiserverDown, true},
+		{"connection reset", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{"EOF", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: io.EOF}, true},
+		{"a webhook's connection refused, answered by the apiserver", webhookDown, false},
+		{"service unavailable", apierrors.NewServiceUnavailable("etcd is down"), false},
+		{"not found", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web"), false},
+		{"nil", nil, false},
+	} {
+		if got := isUnreachable(tc.err); got != tc.want {
+			t.Errorf("%s: isUnreachable(%v) = %v; want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
 }

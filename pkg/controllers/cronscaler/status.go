@@ -168,6 +168,9 @@ type firingRetry struct {
 	attempts int
 	first    time.Time
 	lastErr  string
+	// unreachable is true while every attempt so far got no answer from
+	// the apiserver; see isUnreachable.
+	unreachable bool
 }
 
 func newMemory() *memory {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -114,6 +116,23 @@ func isPermanent(err error) bool {
 	}
 	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) ||
 		apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsUnauthorized(err)
+}
+
+// isUnreachable reports whether err means the request got no answer from
+// the apiserver at all (refused, reset or cut connections, dial errors): the
+// control plane is down, so the firing did not fail on its target; it could
+// not be tried. An answer from the apiserver (any API status, such as a
+// webhook's "connection refused" wrapped in a 500) is not this.
+func isUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 // apply writes v to the target and returns the error with a reason a user
