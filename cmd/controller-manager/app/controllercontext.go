@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -65,6 +66,9 @@ type ControllerContext struct {
 	RESTMapper *restmapper.DeferredDiscoveryRESTMapper
 	// ScaleClient reads and writes the scale subresource of any resource.
 	ScaleClient scale.ScalesGetter
+	// Unbounded are the same clients with no client-side rate limit; see
+	// UnboundedClients for who may use them.
+	Unbounded UnboundedClients
 	// EventRecorderFor returns a recorder that reports events as component.
 	EventRecorderFor func(component string) record.EventRecorder
 	// Clock is the time source; tests substitute a fake one.
@@ -73,6 +77,20 @@ type ControllerContext struct {
 	Options *options.Options
 	// ResyncPeriod is the default resync of the informer factories.
 	ResyncPeriod time.Duration
+}
+
+// UnboundedClients have no client-side rate limit (--kube-api-qps and
+// --kube-api-burst do not apply). They are for a controller that bounds
+// its own requests in flight, and whose requests come in bursts that a rate
+// limit would only delay: the cron-scaler, whose every rule due at 08:30
+// fires at 08:30, with at most one request in flight per sync. The
+// apiserver's API Priority and Fairness queues them with the rest of the
+// controller manager's requests, and answers 429 when its queues are full
+// (client-go waits and retries).
+type UnboundedClients struct {
+	KubeClient  kubernetes.Interface
+	Client      versioned.Interface
+	ScaleClient scale.ScalesGetter
 }
 
 // CreateControllerContext builds the clients and factories from a REST config.
@@ -102,9 +120,14 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		return ControllerContext{}, fmt.Errorf("building the discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
-	scaleClient, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(discoveryClient))
+	scaleKinds := scale.NewDiscoveryScaleKindResolver(discoveryClient)
+	scaleClient, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scaleKinds)
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("building the scale client: %w", err)
+	}
+	unbounded, err := createUnboundedClients(cfg, mapper, scaleKinds)
+	if err != nil {
+		return ControllerContext{}, err
 	}
 	// Informers resync rarely: controllers are driven by events and by their
 	// own requeue delays, not by periodic relists.
@@ -119,6 +142,7 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, resync),
 		RESTMapper:                mapper,
 		ScaleClient:               scaleClient,
+		Unbounded:                 unbounded,
 		EventRecorderFor: func(component string) record.EventRecorder {
 			return broadcaster.NewRecorder(scheme(), eventSource(component))
 		},
@@ -126,6 +150,26 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		Options:      opts,
 		ResyncPeriod: resync,
 	}, nil
+}
+
+// createUnboundedClients builds the UnboundedClients: a negative QPS is
+// client-go's way to say no rate limiter.
+func createUnboundedClients(cfg *rest.Config, mapper meta.RESTMapper, scaleKinds scale.ScaleKindResolver) (UnboundedClients, error) {
+	unbounded := rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName)
+	unbounded.QPS, unbounded.Burst, unbounded.RateLimiter = -1, 0, nil
+	kubeClient, err := kubernetes.NewForConfig(unbounded)
+	if err != nil {
+		return UnboundedClients{}, fmt.Errorf("building the unbounded Kubernetes client: %w", err)
+	}
+	client, err := versioned.NewForConfig(unbounded)
+	if err != nil {
+		return UnboundedClients{}, fmt.Errorf("building the unbounded scaleplane client: %w", err)
+	}
+	scaleClient, err := scale.NewForConfig(unbounded, mapper, dynamic.LegacyAPIPathResolverFunc, scaleKinds)
+	if err != nil {
+		return UnboundedClients{}, fmt.Errorf("building the unbounded scale client: %w", err)
+	}
+	return UnboundedClients{KubeClient: kubeClient, Client: client, ScaleClient: scaleClient}, nil
 }
 
 // StartInformers starts every informer registered so far. Factories start

@@ -39,13 +39,18 @@ func newCronScalerControllerDescriptor() *ControllerDescriptor {
 	}
 }
 
+// newCronScalerController builds the cron-scaler. Its writes (targets and
+// statuses) go through the unbounded clients: they are at most one per sync
+// in flight, --concurrent-cron-scaler-syncs in all, and when a thousand rules
+// fire at once a client-side rate limit would only spread the firings over
+// seconds. Its informer lists and watches through the shared factory.
 func newCronScalerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
 	return cronscaler.NewController(
 		ctx,
 		controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs(),
-		controllerCtx.Client,
-		controllerCtx.KubeClient,
-		controllerCtx.ScaleClient,
+		controllerCtx.Unbounded.Client,
+		controllerCtx.Unbounded.KubeClient,
+		controllerCtx.Unbounded.ScaleClient,
 		controllerCtx.RESTMapper,
 		controllerCtx.EventRecorderFor(cronscaler.Name),
 		controllerCtx.Clock,

@@ -115,8 +115,10 @@ type Controller struct {
 	// is not written yet; see recordWorker.
 	records workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// firing counts the syncs of queue in progress.
-	firing  atomic.Int32
-	workers int
+	firing atomic.Int32
+	// firingsGate lets one status writer at a time wait for the firings.
+	firingsGate sync.Mutex
+	workers     int
 	// locks keeps a sync and a status write of the same object apart.
 	locks *keyLocks
 	// normalEvents limits Normal events; see normalEventQPS.
@@ -330,10 +332,15 @@ func (c *Controller) processNextRecord(stop, work context.Context) bool {
 
 // waitForFirings returns once no firing is pending or running, when stop
 // ends, or after maxRecordWait. It paces status writes behind target writes
-// and schedules nothing, so it runs on the wall clock. (A sync taken from the
-// queue in the instant before it is counted may overlap one status write:
-// that costs a little time, nothing else.)
+// and schedules nothing, so it runs on the wall clock. Only one status writer
+// polls at a time; the others wait for it on firingsGate, then see the
+// firings done at once: tens of writers polling would take CPU from the
+// target writes they wait for. (A sync taken from the queue in the instant
+// before it is counted may overlap one status write: that costs a little
+// time, nothing else.)
 func (c *Controller) waitForFirings(stop context.Context) {
+	c.firingsGate.Lock()
+	defer c.firingsGate.Unlock()
 	deadline := time.Now().Add(maxRecordWait)
 	for stop.Err() == nil && (c.queue.Len() > 0 || c.firing.Load() > 0) && time.Now().Before(deadline) {
 		time.Sleep(recordPollInterval)

@@ -35,7 +35,7 @@ const (
 
 var (
 	// firingSkew is how late a firing was executed: execution time minus the
-	// scheduled time. The requeue-after delay aims at +100 ms.
+	// scheduled time. The requeue-after delay aims at +10 ms.
 	firingSkew = metrics.NewHistogram(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "firing_skew_seconds",

@@ -32,12 +32,12 @@ type GenericOptions struct {
 	Kubeconfig string
 	// Master overrides the API server address of the kubeconfig.
 	Master string
-	// KubeAPIQPS and KubeAPIBurst bound the client-side rate of API requests.
-	// Cron firings come in bursts: every rule due at 08:30 fires at 08:30,
-	// each costing a scale patch and a share of a status write. The large
-	// burst lets a thousand firings go out at the apiserver's pace (its
-	// priority and fairness still protects it) while the sustained rate stays
-	// moderate.
+	// KubeAPIQPS and KubeAPIBurst bound the client-side rate of API requests,
+	// but for the cron-scaler's writes, which its number of syncs bounds
+	// instead (cron firings come in bursts: every rule due at 08:30 fires at
+	// 08:30; see app.UnboundedClients). The large burst lets informers list
+	// and events flow at the apiserver's pace (its priority and fairness
+	// still protects it) while the sustained rate stays moderate.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// Controllers is the --controllers list.
@@ -63,8 +63,8 @@ func NewGenericOptions() *GenericOptions {
 func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, allControllers, disabledByDefault []string, aliases map[string]string) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
 	fs.StringVar(&o.Master, "master", o.Master, "The address of the API server; overrides any value in the kubeconfig.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the API server.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the API server.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the API server (the cron-scaler's writes are bounded by --concurrent-cron-scaler-syncs instead).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the API server (the cron-scaler's writes are bounded by --concurrent-cron-scaler-syncs instead).")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, controllersHelp(allControllers, disabledByDefault, aliases))
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "The IP address on which to serve /healthz, /readyz and /metrics.")
 	fs.IntVar(&o.Port, "port", o.Port, "The port on which to serve /healthz, /readyz and /metrics. 0 disables the server.")
