@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
@@ -321,5 +322,73 @@ func TestNormalEventsLimitedWarningsNever(t *testing.T) {
 	}
 	if got := len(h.events()); got != normalEventQPS {
 		t.Errorf("%d Normal events a second later; want %d", got, normalEventQPS)
+	}
+}
+
+// eventLog is an EventRecorder that logs each event's reason and object in
+// the writeLog, after handing it to next.
+type eventLog struct {
+	record.EventRecorder
+	log *writeLog
+}
+
+func (e eventLog) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	e.EventRecorder.Eventf(obj, eventType, reason, messageFmt, args...)
+	e.log.add("event " + reason + " " + obj.(*autoscalingv1alpha1.CronFederatedHPA).Name)
+}
+
+// Issue 9, bursts: Normal events are writes too; in a burst they wait, like
+// the status writes, until every target is written, and each is emitted
+// once its firing is recorded in status.
+func TestBurstDefersNormalEvents(t *testing.T) {
+	const n = 40 // within the Normal events' burst: none is dropped
+	h := burst(t, n)
+	writes := logWrites(h)
+	h.c.recorder = eventLog{EventRecorder: h.c.recorder, log: writes}
+	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
+	h.c.synced = func() bool { return true }
+	h.c.workers = 4
+	for i := 0; i < n; i++ {
+		h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)})
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		h.c.Run(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(writes.list()) < 3*n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-returned
+
+	got := writes.list()
+	statusAt := map[string]int{}
+	lastTarget, events := -1, 0
+	for i, w := range got {
+		switch f := strings.Fields(w); f[0] {
+		case "target":
+			lastTarget = i
+		case "status":
+			statusAt[f[1]] = i
+		case "event":
+			events++
+			if f[1] != reasonScaled {
+				t.Errorf("event %q; want only %s events", w, reasonScaled)
+			}
+			if at, ok := statusAt[f[2]]; !ok || at > i {
+				t.Errorf("%q came before the status write of %s: %q", w, f[2], got)
+			}
+		}
+	}
+	if events != n {
+		t.Fatalf("%d Scaled events; want one per firing (%d): %q", events, n, got)
+	}
+	for i, w := range got {
+		if strings.HasPrefix(w, "event ") && i < lastTarget {
+			t.Fatalf("%q (write %d) came before the last target write (%d): %q", w, i, lastTarget, got)
+		}
 	}
 }

@@ -123,6 +123,9 @@ type Controller struct {
 	locks *keyLocks
 	// normalEvents limits Normal events; see normalEventQPS.
 	normalEvents flowcontrol.PassiveRateLimiter
+	// deferred holds the Normal events of firings until their status is
+	// written.
+	deferred *deferredEvents
 	// stored says which of scaleplane's added fields the installed CRD
 	// keeps; see SetStoredFields.
 	stored StoredFields
@@ -172,6 +175,7 @@ func NewController(
 		),
 		locks:        newKeyLocks(),
 		normalEvents: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(normalEventQPS, normalEventBurst, clk),
+		deferred:     newDeferredEvents(),
 		schedules:    newScheduleCache(),
 		memory:       newMemory(),
 		counts:       newWatchCounts(),
@@ -395,20 +399,28 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 // memory, if the status is still to be written. A failed write is retried by
 // the caller; the firings stay in memory meanwhile, and a sync of the object
 // plans from them.
+//
+// The Normal events of the firings are emitted once their status is written
+// (see deferredEvents).
 func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
 	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.memory.forget(key)
+		c.deferred.forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	status, ok := c.memory.pendingStatus(key, obj)
-	if !ok {
-		return nil
+	if status, ok := c.memory.pendingStatus(key, obj); ok {
+		if err := c.writeStatus(ctx, obj, status); err != nil {
+			return err
+		}
 	}
-	return c.writeStatus(ctx, obj, status)
+	for _, e := range c.deferred.take(key, obj.UID) {
+		c.normalEventf(obj, e.reason, "%s", e.message)
+	}
+	return nil
 }
 
 // fireSync fires the object's due rules and returns when to sync it again
@@ -812,7 +824,8 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.normalEventf(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
+		c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reasonScaled,
+			fmt.Sprintf("Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t))
 		firings.WithLabelValues(resultSuccess).Inc()
 	}
 }
