@@ -36,6 +36,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
+	"github.com/scaleplane/scaleplane/test/reliability/internal/recorder"
 )
 
 // chaosConfig is what one chaos run does.
@@ -43,7 +44,7 @@ type chaosConfig struct {
 	duration         time.Duration // of the chaos; the run then settles
 	objects          int           // CronFederatedHPAs, one Deployment each
 	replicas         int           // controller-manager replicas
-	killMin, killMax time.Duration // between SIGKILLs of the leader
+	killMin, killMax time.Duration // between kills (or graceful stops) of the leader
 	apiserverRestart []float64     // when, as fractions of duration
 	etcdRestart      []float64
 	apiserverDown    time.Duration
@@ -93,9 +94,17 @@ type chaosEvent struct {
 	kind   string // "kill", "apiserver", "etcd"
 	holder string // the leader killed
 	atSlot bool   // the kill was aimed at a scheduled time
-	detail string
-	end    time.Time // of an outage
+	// graceful: the kill was a graceful stop (SIGTERM), after which the
+	// leader drains and releases the Lease, rather than a SIGKILL.
+	graceful bool
+	detail   string
+	end      time.Time // of an outage
 }
+
+// gracefulStop says which kill (counting those done, from 0) is a graceful
+// stop rather than a SIGKILL: every third, from the second on, so that the
+// short form (2 to 5 kills) always has both.
+func gracefulStop(kill int) bool { return kill%3 == 1 }
 
 func TestChaos(t *testing.T) {
 	cfg := shortChaos
@@ -114,9 +123,9 @@ func TestChaos(t *testing.T) {
 	// The watches start first: every write the controllers make is seen.
 	recordCtx, stopRecording := context.WithCancel(ctx)
 	defer stopRecording()
-	deployStats, leaseStats := &watchStats{}, &watchStats{}
-	writes := recordDeploymentWrites(recordCtx, kube, ns, deployStats)
-	lease := recordLease(recordCtx, kube, leaseNamespace, leaseName, leaseStats)
+	deployStats, leaseStats := &recorder.WatchStats{}, &recorder.WatchStats{}
+	writes := recorder.RecordDeploymentWrites(recordCtx, kube, ns, deployStats)
+	lease := recorder.RecordLease(recordCtx, kube, leaseNamespace, leaseName, leaseStats)
 
 	created := createTargets(ctx, t, cp, ns, cfg.objects)
 
@@ -158,7 +167,8 @@ func TestChaos(t *testing.T) {
 	var events []chaosEvent
 	var readyzDown, readyzBack []string
 	lastKilled := ""
-	kills, lastKill := 0, start
+	kills, lastKill := 0, start // kills tried
+	done := 0                   // kills done (a leader was found)
 	outages := mergeOutages(start, cfg)
 	next := start.Add(randBetween(cfg.killMin, cfg.killMax))
 	for time.Now().Before(end) {
@@ -200,9 +210,10 @@ func TestChaos(t *testing.T) {
 		sleepUntil(next)
 		kills++
 		lastKill = time.Now()
-		if e, ok := killLeader(f, lease, atSlot); ok {
+		if e, ok := killLeader(f, lease, atSlot, gracefulStop(done)); ok {
 			events = append(events, e)
 			lastKilled = e.holder
+			done++
 		}
 		next = time.Now().Add(randBetween(cfg.killMin, cfg.killMax))
 	}
@@ -220,13 +231,19 @@ func TestChaos(t *testing.T) {
 	time.Sleep(time.Second)
 	stopRecording()
 
-	r := check(t, cfg, crons, writes.snapshot(), lease.snapshot(), events, created, lastSlot)
+	r := check(t, cfg, crons, writes.Snapshot(), lease.Snapshot(), events, created, lastSlot, f.leaderNames())
 	r.chaosDuration = chaosEnd.Sub(start)
 	for _, rep := range f.replicas {
 		for _, e := range rep.exitsSnapshot() {
 			switch {
 			case e.killed:
 				r.exitsKilled++
+			case e.stopped && e.code == 0:
+				// Drained, released the Lease, exited cleanly.
+				r.exitsStopped++
+			case e.stopped:
+				r.exitsOther++
+				t.Errorf("%s, stopped gracefully, exited at %s with status %d instead of 0 after draining:\n%s", rep.name, e.at.Format(time.TimeOnly), e.code, e.tail)
 			case e.lostLease:
 				r.exitsLostLease++
 			default:
@@ -238,8 +255,8 @@ func TestChaos(t *testing.T) {
 			t.Errorf("%s logged a panic", rep.name)
 		}
 	}
-	r.deployWatch[0], r.deployWatch[1] = deployStats.get()
-	r.leaseWatch[0], r.leaseWatch[1] = leaseStats.get()
+	r.deployWatch[0], r.deployWatch[1] = deployStats.Get()
+	r.leaseWatch[0], r.leaseWatch[1] = leaseStats.Get()
 	r.readyzDown, r.readyzBack = readyzDown, readyzBack
 	t.Log("\n" + r.String())
 }
@@ -327,11 +344,11 @@ func sleepUntil(t time.Time) {
 
 // waitForHolder waits until the Lease is held by someone other than notBy,
 // and returns the holder.
-func waitForHolder(ctx context.Context, lease *leaseLog, notBy string, timeout time.Duration) (string, error) {
+func waitForHolder(ctx context.Context, lease *recorder.LeaseLog, notBy string, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if l, ok := lease.latest(); ok && l.holder != "" && l.holder != notBy && time.Since(l.renewTime) < leaseDuration {
-			return l.holder, nil
+		if l, ok := lease.Latest(); ok && l.Holder != "" && l.Holder != notBy && time.Since(l.RenewTime) < leaseDuration {
+			return l.Holder, nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -339,15 +356,17 @@ func waitForHolder(ctx context.Context, lease *leaseLog, notBy string, timeout t
 }
 
 // killLeader SIGKILLs the replica holding the Lease, as a crashed node or an
-// OOM kill would.
-func killLeader(f *fleet, lease *leaseLog, atSlot bool) (chaosEvent, bool) {
-	l, ok := lease.latest()
-	if !ok || l.holder == "" || time.Since(l.renewTime) >= leaseDuration {
+// OOM kill would, or, if graceful, stops it with SIGTERM, as a rollout, a
+// node drain or a deleted pod does.
+func killLeader(f *fleet, lease *recorder.LeaseLog, atSlot, graceful bool) (chaosEvent, bool) {
+	l, ok := lease.Latest()
+	if !ok || l.Holder == "" || time.Since(l.RenewTime) >= leaseDuration {
 		return chaosEvent{}, false
 	}
 	for _, r := range f.replicas {
-		if r.killIfIdentity(l.holder) {
-			return chaosEvent{at: time.Now(), kind: "kill", holder: l.holder, atSlot: atSlot, detail: r.name}, true
+		at := time.Now()
+		if graceful && r.stopIfIdentity(l.Holder) || !graceful && r.killIfIdentity(l.Holder) {
+			return chaosEvent{at: at, kind: "kill", holder: l.Holder, atSlot: atSlot, graceful: graceful, detail: r.name}, true
 		}
 	}
 	return chaosEvent{}, false
@@ -355,9 +374,9 @@ func killLeader(f *fleet, lease *leaseLog, atSlot bool) (chaosEvent, bool) {
 
 // runOutage restarts kube-apiserver or etcd, watching the replicas' /readyz
 // meanwhile. It returns the event and what /readyz said during and after.
-func runOutage(ctx context.Context, t *testing.T, cp *framework.ControlPlane, f *fleet, lease *leaseLog, kind string, down time.Duration) (chaosEvent, string, string) {
-	before, _ := lease.latest()
-	e := chaosEvent{at: time.Now(), kind: kind, holder: before.holder}
+func runOutage(ctx context.Context, t *testing.T, cp *framework.ControlPlane, f *fleet, lease *recorder.LeaseLog, kind string, down time.Duration) (chaosEvent, string, string) {
+	before, _ := lease.Latest()
+	e := chaosEvent{at: time.Now(), kind: kind, holder: before.Holder}
 	// Poll /readyz of every replica while the outage lasts.
 	sawNotReady := map[string]bool{}
 	pollCtx, stopPolling := context.WithCancel(ctx)
@@ -420,11 +439,11 @@ func runOutage(ctx context.Context, t *testing.T, cp *framework.ControlPlane, f 
 	if _, err := waitForHolder(ctx, lease, "", 60*time.Second); err != nil {
 		t.Errorf("no leader after the %s restart: %v", kind, err)
 	}
-	after, _ := lease.latest()
+	after, _ := lease.Latest()
 	switch {
-	case before.holder == "":
+	case before.Holder == "":
 		e.detail += ", no leader before it"
-	case after.holder == before.holder && f.running(before.holder):
+	case after.Holder == before.Holder && f.running(before.Holder):
 		e.detail += ", the leader kept its lease"
 	default:
 		e.detail += fmt.Sprintf(", the leader lost its lease (new leader after %v)", time.Since(e.at).Round(100*time.Millisecond))
@@ -543,9 +562,11 @@ type report struct {
 	repeats                      int
 	kills, killsAtSlot           int
 	failovers                    []time.Duration
+	stops, stopsAtSlot           int
+	takeovers                    []time.Duration
 	outages                      []string
 	exitsKilled, exitsLostLease  int
-	exitsOther                   int
+	exitsStopped, exitsOther     int
 	deployWatch, leaseWatch      [2]int
 	readyzDown, readyzBack       []string
 	timeline                     []string
@@ -562,14 +583,15 @@ func (r *report) String() string {
 	fmt.Fprintf(&b, "target writes seen: %d; back to an older slot's value %d; later than maxDelaySeconds %d; with no leader %d; applied but recorded missed (leader died between its writes) %d\n",
 		r.writes, r.backwards, r.lateWrites, r.unled, r.appliedButMissed)
 	fmt.Fprintf(&b, "accepted repeats (target written, leader killed before its status write, successor applied again): %d\n", r.repeats)
-	fmt.Fprintf(&b, "leader kills: %d (%d at a scheduled time); failover (kill to new holder, no outage overlapping): %s\n", r.kills, r.killsAtSlot, durations(r.failovers))
+	fmt.Fprintf(&b, "leader kills (SIGKILL): %d (%d at a scheduled time); failover (kill to new holder, no outage overlapping): %s\n", r.kills, r.killsAtSlot, durations(r.failovers))
+	fmt.Fprintf(&b, "graceful stops (SIGTERM): %d (%d at a scheduled time); takeover (stop to new holder, no outage overlapping): %s\n", r.stops, r.stopsAtSlot, durations(r.takeovers))
 	for _, o := range r.outages {
 		fmt.Fprintf(&b, "outage: %s\n", o)
 	}
 	for i := range r.readyzDown {
 		fmt.Fprintf(&b, "  %s; %s\n", r.readyzDown[i], r.readyzBack[i])
 	}
-	fmt.Fprintf(&b, "process exits: %d killed, %d after losing the lease, %d other\n", r.exitsKilled, r.exitsLostLease, r.exitsOther)
+	fmt.Fprintf(&b, "process exits: %d killed, %d stopped (exit 0), %d after losing the lease, %d other\n", r.exitsKilled, r.exitsStopped, r.exitsLostLease, r.exitsOther)
 	b.WriteString("timeline (UTC):\n")
 	for _, l := range r.timeline {
 		fmt.Fprintf(&b, "  %s\n", l)
@@ -595,8 +617,8 @@ func durations(ds []time.Duration) string {
 var timestamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 
 // check asserts the issue's properties and returns the figures.
-func check(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.CronFederatedHPA, writes map[string][]targetWrite,
-	leases []leaseRecord, events []chaosEvent, created, lastSlot time.Time) *report {
+func check(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.CronFederatedHPA, writes map[string][]recorder.TargetWrite,
+	leases []recorder.LeaseRecord, events []chaosEvent, created, lastSlot time.Time, leaders map[string]string) *report {
 	r := checkHistories(t, cfg, crons, lastSlot)
 	r.replicas = cfg.replicas
 	success := r.success
@@ -615,20 +637,20 @@ func check(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.CronFedera
 		var prev time.Time
 		for _, w := range writes[name] {
 			r.writes++
-			if w.replicas != evenReplicas && w.replicas != oddReplicas {
-				t.Errorf("%s: write of %d replicas (rv %s), not a rule's value", name, w.replicas, w.resourceVersion)
+			if w.Replicas != evenReplicas && w.Replicas != oddReplicas {
+				t.Errorf("%s: write of %d replicas (rv %s), not a rule's value", name, w.Replicas, w.ResourceVersion)
 				continue
 			}
-			slot := slotOfWrite(w.replicas, w.at)
+			slot := slotOfWrite(w.Replicas, w.At)
 			if !prev.IsZero() && !slot.After(prev) {
 				r.backwards++
 				t.Errorf("%s: write of %d at %s (slot %s, rv %s) after slot %s's value was applied",
-					name, w.replicas, w.at.UTC().Format(time.StampMilli), slot.UTC().Format(time.TimeOnly), w.resourceVersion, prev.UTC().Format(time.TimeOnly))
+					name, w.Replicas, w.At.UTC().Format(time.StampMilli), slot.UTC().Format(time.TimeOnly), w.ResourceVersion, prev.UTC().Format(time.TimeOnly))
 			}
 			prev = slot
-			if w.at.Sub(slot) > maxDelay+slack {
+			if w.At.Sub(slot) > maxDelay+slack {
 				r.lateWrites++
-				t.Errorf("%s: write of %d at %s is %v after its slot %s", name, w.replicas, w.at.UTC().Format(time.StampMilli), w.at.Sub(slot).Round(time.Millisecond), slot.UTC().Format(time.TimeOnly))
+				t.Errorf("%s: write of %d at %s is %v after its slot %s", name, w.Replicas, w.At.UTC().Format(time.StampMilli), w.At.Sub(slot).Round(time.Millisecond), slot.UTC().Format(time.TimeOnly))
 			}
 			if !slot.After(lastSlot) {
 				if rec, ok := success[name][slot]; !ok {
@@ -637,60 +659,104 @@ func check(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.CronFedera
 					// successor came after maxDelaySeconds and recorded
 					// the slot as missed.
 					r.appliedButMissed++
-					t.Logf("%s: write of %d at %s for slot %s, which status does not record as applied", name, w.replicas, w.at.UTC().Format(time.StampMilli), slot.UTC().Format(time.TimeOnly))
-				} else if d := rec.executed.Sub(w.at); d > slack+time.Second {
+					t.Logf("%s: write of %d at %s for slot %s, which status does not record as applied", name, w.Replicas, w.At.UTC().Format(time.StampMilli), slot.UTC().Format(time.TimeOnly))
+				} else if d := rec.executed.Sub(w.At); d > slack+time.Second {
 					// The accepted repeat: the leader wrote the target and
 					// died before its status write; its successor applied
 					// the same value again (not a change, so the watch does
 					// not see it) and recorded the slot then.
 					r.repeats++
-					t.Logf("%s: write at %s, recorded execution at %s", name, w.at.UTC().Format(time.StampMilli), rec.executed.UTC().Format(time.TimeOnly))
+					t.Logf("%s: write at %s, recorded execution at %s", name, w.At.UTC().Format(time.StampMilli), rec.executed.UTC().Format(time.TimeOnly))
 				}
 			}
-			if !ledAt(leases, w.at) {
+			if !ledAt(leases, w.At) {
 				r.unled++
-				t.Errorf("%s: write of %d at %s while no replica held the Lease", name, w.replicas, w.at.UTC().Format(time.StampMilli))
+				t.Errorf("%s: write of %d at %s while no replica held the Lease", name, w.Replicas, w.At.UTC().Format(time.StampMilli))
 			}
 		}
 	}
 
-	// 3. Failovers: from a kill to the Lease held by another replica.
+	// 3. Failovers: from a kill or a graceful stop to the Lease held by
+	// another replica.
 	for _, e := range events {
 		switch e.kind {
 		case "kill":
-			r.kills++
-			if e.atSlot {
-				r.killsAtSlot++
-			}
-			i := slices.IndexFunc(leases, func(l leaseRecord) bool { return l.at.After(e.at) && l.holder != "" && l.holder != e.holder })
-			if i < 0 {
-				t.Errorf("after killing %s (%s) at %s no other replica took the Lease", e.detail, e.holder, e.at.UTC().Format(time.StampMilli))
-				continue
-			}
-			d := leases[i].at.Sub(e.at)
-			r.timeline = append(r.timeline, fmt.Sprintf("%s kill %s%s, new leader after %v", e.at.UTC().Format(time.TimeOnly), e.detail, map[bool]string{true: " (at a slot)"}[e.atSlot], d.Round(100*time.Millisecond)))
-			if slices.ContainsFunc(events, func(o chaosEvent) bool { return o.kind != "kill" && o.at.Before(e.at.Add(d)) && o.end.After(e.at) }) {
-				// The apiserver was down during this failover: that
-				// outage, not the lease, bounds it.
-				r.timeline[len(r.timeline)-1] += " (an outage overlapped)"
-				continue
-			}
-			r.failovers = append(r.failovers, d)
-			if d > leaseDuration+renewDeadline+slack {
-				t.Errorf("failover after killing %s took %v, more than the lease duration (%v) allows", e.detail, d, leaseDuration)
-			}
+			checkTakeover(t, r, e, events, leases, leaders)
 		default:
 			r.outages = append(r.outages, fmt.Sprintf("%s at %s UTC, %s", e.kind, e.at.UTC().Format(time.TimeOnly), e.detail))
 			r.timeline = append(r.timeline, fmt.Sprintf("%s %s restart, %s", e.at.UTC().Format(time.TimeOnly), e.kind, e.detail))
 		}
 	}
 	if r.kills == 0 {
-		t.Error("no leader was killed")
+		t.Error("no leader was killed with SIGKILL")
+	}
+	if r.stops == 0 {
+		t.Error("no leader was stopped gracefully")
 	}
 	if r.applied == 0 {
 		t.Error("no slot was applied")
 	}
 	return r
+}
+
+// checkTakeover measures how long after the kill (or graceful stop) e
+// another replica held the Lease, and bounds it: after a SIGKILL the old
+// lease must expire first, so lease duration plus renew deadline; after a
+// graceful stop the leader released the Lease (ReleaseOnCancel), so the new
+// leader must have acquired it before the stopped one's last renewal would
+// have expired. Takeovers an outage overlapped are listed, not bounded.
+// leaders names the replica of each leader's identity, for the timeline.
+func checkTakeover(t *testing.T, r *report, e chaosEvent, events []chaosEvent, leases []recorder.LeaseRecord, leaders map[string]string) {
+	t.Helper()
+	what := "kill"
+	if e.graceful {
+		what = "stop (SIGTERM)"
+		r.stops++
+		if e.atSlot {
+			r.stopsAtSlot++
+		}
+	} else {
+		r.kills++
+		if e.atSlot {
+			r.killsAtSlot++
+		}
+	}
+	i := slices.IndexFunc(leases, func(l recorder.LeaseRecord) bool { return l.At.After(e.at) && l.Holder != "" && l.Holder != e.holder })
+	if i < 0 {
+		t.Errorf("after the %s of %s (%s) at %s no other replica took the Lease", what, e.detail, e.holder, e.at.UTC().Format(time.StampMilli))
+		return
+	}
+	d := leases[i].At.Sub(e.at)
+	r.timeline = append(r.timeline, fmt.Sprintf("%s %s %s%s, new leader %s after %v", e.at.UTC().Format(time.TimeOnly), what, e.detail,
+		map[bool]string{true: " (at a slot)"}[e.atSlot], leaders[leases[i].Holder], d.Round(100*time.Millisecond)))
+	if slices.ContainsFunc(events, func(o chaosEvent) bool { return o.kind != "kill" && o.at.Before(e.at.Add(d)) && o.end.After(e.at) }) {
+		// The apiserver was down during this failover: that outage, not
+		// the lease, bounds it.
+		r.timeline[len(r.timeline)-1] += " (an outage overlapped)"
+		return
+	}
+	if !e.graceful {
+		r.failovers = append(r.failovers, d)
+		if d > leaseDuration+renewDeadline+slack {
+			t.Errorf("failover after killing %s took %v, more than the lease duration (%v) allows", e.detail, d, leaseDuration)
+		}
+		return
+	}
+	r.takeovers = append(r.takeovers, d)
+	// The stopped leader's last renewal before the takeover.
+	var lastRenew time.Time
+	for _, l := range leases[:i] {
+		if l.Holder == e.holder {
+			lastRenew = l.RenewTime
+		}
+	}
+	switch expiry := lastRenew.Add(leaseDuration); {
+	case lastRenew.IsZero():
+		t.Errorf("stop of %s: the Lease watch never saw %s hold the Lease", e.detail, e.holder)
+	case !leases[i].AcquireTime.Before(expiry):
+		t.Errorf("stop of %s at %s: %s acquired the Lease at %s, not before %s's lease would have expired (%s): the release was not used, the lease expired",
+			e.detail, e.at.UTC().Format(time.StampMilli), leases[i].Holder, leases[i].AcquireTime.UTC().Format(time.StampMilli), e.holder, expiry.UTC().Format(time.StampMilli))
+	}
 }
 
 // checkHistories checks that every scheduled time up to lastSlot is
@@ -755,14 +821,14 @@ func checkHistories(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.C
 // write), names a holder that had acquired or renewed it by t and whose
 // renewal had not expired at t. A later state (a release at the end, say)
 // does not undo that.
-func ledAt(leases []leaseRecord, t time.Time) bool {
+func ledAt(leases []recorder.LeaseRecord, t time.Time) bool {
 	for _, l := range leases {
-		if l.at.After(t.Add(slack)) {
+		if l.At.After(t.Add(slack)) {
 			break
 		}
 		// renewTime has microsecond precision; the leader writes it
 		// before it acts, on the same clock as t.
-		if l.holder != "" && !l.renewTime.After(t) && t.Sub(l.renewTime) <= leaseDuration+slack {
+		if l.Holder != "" && !l.RenewTime.After(t) && t.Sub(l.RenewTime) <= leaseDuration+slack {
 			return true
 		}
 	}

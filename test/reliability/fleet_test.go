@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"testing"
@@ -36,6 +37,8 @@ import (
 type exitRecord struct {
 	at        time.Time
 	killed    bool // by the test, with SIGKILL
+	stopped   bool // by the test, with SIGTERM: a graceful stop
+	code      int  // exit status; -1 when a signal ended it
 	lostLease bool // it logged losing the lease, and exited as it should
 	tail      string
 }
@@ -51,8 +54,11 @@ type replica struct {
 	proc    *framework.Process
 	logFrom int64 // size of the log when proc started: where its output begins
 	starts  int
-	killing bool
-	exits   []exitRecord
+	killing bool // the test SIGKILLed proc
+	// stopping: the test SIGTERMed proc, as the kubelet does when a pod is
+	// deleted or drained.
+	stopping bool
+	exits    []exitRecord
 }
 
 // fleet runs and restarts the replicas until stopped.
@@ -93,6 +99,13 @@ func (f *fleet) stop() {
 // a replica that exited is started again after it.
 const restartBackoff = time.Second
 
+// replaceDelay stands in for the time a replacement pod takes to start after
+// a graceful stop (a rollout, a drain). It is longer than the standbys'
+// retry period (2 s, up to 2.4 s with jitter), so that the Lease released
+// by the stopped leader goes to a standby, as the takeover measured is
+// theirs, not to the stopped replica started again.
+const replaceDelay = 5 * time.Second
+
 func (r *replica) supervise(ctx context.Context, t *testing.T, bin string, args []string) {
 	for ctx.Err() == nil {
 		logPath := filepath.Join(r.dir, r.name+".log")
@@ -106,7 +119,7 @@ func (r *replica) supervise(ctx context.Context, t *testing.T, bin string, args 
 			return
 		}
 		r.mu.Lock()
-		r.proc, r.logFrom, r.killing = p, from, false
+		r.proc, r.logFrom, r.killing, r.stopping = p, from, false, false
 		r.starts++
 		r.mu.Unlock()
 		for !p.Exited() && ctx.Err() == nil {
@@ -117,18 +130,26 @@ func (r *replica) supervise(ctx context.Context, t *testing.T, bin string, args 
 			return
 		}
 		out := r.output()
+		code, _ := p.ExitCode()
 		r.mu.Lock()
+		stopped := r.stopping
 		r.exits = append(r.exits, exitRecord{
 			at:        time.Now(),
 			killed:    r.killing,
+			stopped:   stopped,
+			code:      code,
 			lostLease: bytes.Contains(out, []byte("Lost the leader-election lease")),
 			tail:      p.Tail(20),
 		})
 		r.mu.Unlock()
+		delay := restartBackoff
+		if stopped {
+			delay = replaceDelay
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(restartBackoff):
+		case <-time.After(delay):
 		}
 	}
 }
@@ -150,8 +171,8 @@ func (r *replica) output() []byte {
 	return data
 }
 
-// kill SIGKILLs the current process, if it is the one whose leader-election
-// identity is id, and reports whether it did.
+// killIfIdentity SIGKILLs the current process, if it is the one whose
+// leader-election identity is id, and reports whether it did.
 func (r *replica) killIfIdentity(id string) bool {
 	if !bytes.Contains(r.output(), []byte(`identity="`+id+`"`)) {
 		return false
@@ -161,6 +182,27 @@ func (r *replica) killIfIdentity(id string) bool {
 	r.killing = true
 	r.mu.Unlock()
 	p.Kill()
+	return true
+}
+
+// stopGrace is the kubelet's default termination grace period: a replica
+// stopped gracefully that still runs after it is SIGKILLed (and its exit is
+// then not a clean one).
+const stopGrace = 30 * time.Second
+
+// stopIfIdentity asks the current process to stop (SIGTERM), if it is the
+// one whose leader-election identity is id, and reports whether it did. It
+// does not wait: the process drains its work and releases the Lease while
+// the test watches the takeover; supervise restarts it once it exited.
+func (r *replica) stopIfIdentity(id string) bool {
+	if !bytes.Contains(r.output(), []byte(`identity="`+id+`"`)) {
+		return false
+	}
+	r.mu.Lock()
+	p := r.proc
+	r.stopping = true
+	r.mu.Unlock()
+	go p.Stop(stopGrace)
 	return true
 }
 
@@ -182,6 +224,24 @@ func (r *replica) exitsSnapshot() []exitRecord {
 	defer r.mu.Unlock()
 	return append([]exitRecord(nil), r.exits...)
 }
+
+// leaderNames maps the leader-election identity of every process of every
+// replica that became the leader to the replica's name, from their logs.
+func (f *fleet) leaderNames() map[string]string {
+	names := map[string]string{}
+	for _, r := range f.replicas {
+		data, err := os.ReadFile(filepath.Join(r.dir, r.name+".log"))
+		if err != nil {
+			continue
+		}
+		for _, m := range becameLeader.FindAllSubmatch(data, -1) {
+			names[string(m[1])] = r.name
+		}
+	}
+	return names
+}
+
+var becameLeader = regexp.MustCompile(`"Became the leader, starting controllers" identity="([^"]+)"`)
 
 // running reports whether the process with leader-election identity id is
 // one of the replicas' current, running processes.

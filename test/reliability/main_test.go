@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package reliability runs scaleplane-controller-manager the way a cluster
 // runs it, three replicas behind a leader-election Lease, while its leader is
-// killed and kube-apiserver and etcd are restarted, and checks that every
+// killed (SIGKILL) or stopped (SIGTERM) and kube-apiserver and etcd are
+// restarted, and checks that every
 // cron-scaler firing still happens once, in order, and only under a leader.
 //
 // By default the short form runs (about three minutes, part of

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
+	"github.com/scaleplane/scaleplane/test/reliability/internal/recorder"
 )
 
 // outageDown is how long kube-apiserver and etcd are both down: far beyond
@@ -78,10 +79,10 @@ func TestControlPlaneDownForAMinute(t *testing.T) {
 	})
 
 	t.Run("with leader election", func(t *testing.T) {
-		stats := &watchStats{}
+		stats := &recorder.WatchStats{}
 		recordCtx, stop := context.WithCancel(ctx)
 		defer stop()
-		lease := recordLease(recordCtx, cp.KubeClient(), leaseNamespace, leaseName, stats)
+		lease := recorder.RecordLease(recordCtx, cp.KubeClient(), leaseNamespace, leaseName, stats)
 		f := startFleet(t, 2, cp.Dir(), bin, []string{
 			"--kubeconfig=" + cp.KubeconfigPath(),
 			"--controllers=cron-scaler",

@@ -61,6 +61,17 @@ func (p *Process) Exited() bool {
 	return exited
 }
 
+// ExitCode is the process's exit status once it has ended: 0 after a clean
+// exit, -1 when a signal ended it. ok is false while it runs.
+func (p *Process) ExitCode() (code int, ok bool) {
+	select {
+	case <-p.p.done:
+		return p.p.cmd.ProcessState.ExitCode(), true
+	default:
+		return 0, false
+	}
+}
+
 // Stop asks the process to terminate (SIGTERM) and kills it if it is still
 // running after grace. Safe to call more than once.
 func (p *Process) Stop(grace time.Duration) { p.p.stop(grace) }

@@ -14,7 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package reliability
+// Package recorder keeps what the reliability tests watch happen: every
+// change of a Deployment's spec.replicas and every state of the
+// leader-election Lease, in order, with the time the test saw it. Its
+// watches resume across kube-apiserver and etcd restarts, so an outage
+// hides nothing from them.
+package recorder
 
 import (
 	"context"
@@ -33,14 +38,16 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// watchStats counts how a recording watch got through the outages.
-type watchStats struct {
+// WatchStats counts how a recording watch got through the outages.
+type WatchStats struct {
 	mu         sync.Mutex
 	reconnects int // watch ended (apiserver gone, timeout) and was resumed from the last resourceVersion
 	relists    int // resourceVersion too old (410): listed again; writes in between are seen as one change
 }
 
-func (s *watchStats) get() (reconnects, relists int) {
+// Get returns how many times the watch was resumed, and how many times it
+// had to list again.
+func (s *WatchStats) Get() (reconnects, relists int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reconnects, s.relists
@@ -51,7 +58,7 @@ func (s *watchStats) get() (reconnects, relists int) {
 // watch that ends is resumed from the last resourceVersion seen, so an
 // apiserver restart loses nothing; a resourceVersion the apiserver no longer
 // has (410 Gone) makes it list again, which stats counts.
-func recordWatch(ctx context.Context, stats *watchStats,
+func recordWatch(ctx context.Context, stats *WatchStats,
 	list func(context.Context) (runtime.Object, error),
 	watchFrom func(context.Context, string) (watch.Interface, error),
 	handle func(obj runtime.Object, at time.Time)) {
@@ -117,23 +124,26 @@ func recordWatch(ctx context.Context, stats *watchStats,
 	}
 }
 
-// targetWrite is one change of a Deployment's spec.replicas, as the test's
+// TargetWrite is one change of a Deployment's spec.replicas, as the test's
 // watch saw it.
-type targetWrite struct {
-	at              time.Time
-	replicas        int32
-	resourceVersion string
+type TargetWrite struct {
+	At              time.Time
+	Replicas        int32
+	ResourceVersion string
 }
 
-// writeLog records, per Deployment, every change of spec.replicas in order.
-type writeLog struct {
+// WriteLog records, per Deployment, every change of spec.replicas in order.
+type WriteLog struct {
 	mu      sync.Mutex
 	current map[string]int32
-	writes  map[string][]targetWrite
+	writes  map[string][]TargetWrite
 }
 
-func recordDeploymentWrites(ctx context.Context, client kubernetes.Interface, ns string, stats *watchStats) *writeLog {
-	log := &writeLog{current: map[string]int32{}, writes: map[string][]targetWrite{}}
+// RecordDeploymentWrites watches the Deployments of ns until ctx ends.
+// The value a Deployment has when first seen is its starting point, not a
+// write.
+func RecordDeploymentWrites(ctx context.Context, client kubernetes.Interface, ns string, stats *WatchStats) *WriteLog {
+	log := &WriteLog{current: map[string]int32{}, writes: map[string][]TargetWrite{}}
 	deployments := client.AppsV1().Deployments(ns)
 	go recordWatch(ctx, stats,
 		func(ctx context.Context) (runtime.Object, error) { return deployments.List(ctx, metav1.ListOptions{}) },
@@ -151,38 +161,42 @@ func recordDeploymentWrites(ctx context.Context, client kubernetes.Interface, ns
 			old, seen := log.current[d.Name]
 			log.current[d.Name] = replicas
 			if seen && old != replicas {
-				log.writes[d.Name] = append(log.writes[d.Name], targetWrite{at: at, replicas: replicas, resourceVersion: d.ResourceVersion})
+				log.writes[d.Name] = append(log.writes[d.Name], TargetWrite{At: at, Replicas: replicas, ResourceVersion: d.ResourceVersion})
 			}
 		})
 	return log
 }
 
-func (l *writeLog) snapshot() map[string][]targetWrite {
+// Snapshot returns the writes seen so far, per Deployment name.
+func (l *WriteLog) Snapshot() map[string][]TargetWrite {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string][]targetWrite, len(l.writes))
+	out := make(map[string][]TargetWrite, len(l.writes))
 	for k, v := range l.writes {
-		out[k] = append([]targetWrite(nil), v...)
+		out[k] = append([]TargetWrite(nil), v...)
 	}
 	return out
 }
 
-// leaseRecord is one state of the leader-election Lease, as the test's watch
-// saw it.
-type leaseRecord struct {
-	at          time.Time
-	holder      string
-	renewTime   time.Time
-	transitions int32
+// LeaseRecord is one state of the leader-election Lease, as the test's
+// watch saw it.
+type LeaseRecord struct {
+	At          time.Time
+	Holder      string
+	AcquireTime time.Time
+	RenewTime   time.Time
+	Transitions int32
 }
 
-type leaseLog struct {
+// LeaseLog records every state of one Lease in order.
+type LeaseLog struct {
 	mu      sync.Mutex
-	records []leaseRecord
+	records []LeaseRecord
 }
 
-func recordLease(ctx context.Context, client kubernetes.Interface, ns, name string, stats *watchStats) *leaseLog {
-	log := &leaseLog{}
+// RecordLease watches the Lease ns/name until ctx ends.
+func RecordLease(ctx context.Context, client kubernetes.Interface, ns, name string, stats *WatchStats) *LeaseLog {
+	log := &LeaseLog{}
 	leases := client.CoordinationV1().Leases(ns)
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	go recordWatch(ctx, stats,
@@ -197,9 +211,12 @@ func recordLease(ctx context.Context, client kubernetes.Interface, ns, name stri
 			if !ok {
 				return
 			}
-			r := leaseRecord{at: at, holder: ptr.Deref(lease.Spec.HolderIdentity, ""), transitions: ptr.Deref(lease.Spec.LeaseTransitions, 0)}
+			r := LeaseRecord{At: at, Holder: ptr.Deref(lease.Spec.HolderIdentity, ""), Transitions: ptr.Deref(lease.Spec.LeaseTransitions, 0)}
+			if lease.Spec.AcquireTime != nil {
+				r.AcquireTime = lease.Spec.AcquireTime.Time
+			}
 			if lease.Spec.RenewTime != nil {
-				r.renewTime = lease.Spec.RenewTime.Time
+				r.RenewTime = lease.Spec.RenewTime.Time
 			}
 			log.mu.Lock()
 			defer log.mu.Unlock()
@@ -208,18 +225,19 @@ func recordLease(ctx context.Context, client kubernetes.Interface, ns, name stri
 	return log
 }
 
-func (l *leaseLog) snapshot() []leaseRecord {
+// Snapshot returns the states seen so far, oldest first.
+func (l *LeaseLog) Snapshot() []LeaseRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]leaseRecord(nil), l.records...)
+	return append([]LeaseRecord(nil), l.records...)
 }
 
-// latest is the last state seen, and whether there is one.
-func (l *leaseLog) latest() (leaseRecord, bool) {
+// Latest is the last state seen, and whether there is one.
+func (l *LeaseLog) Latest() (LeaseRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.records) == 0 {
-		return leaseRecord{}, false
+		return LeaseRecord{}, false
 	}
 	return l.records[len(l.records)-1], true
 }
