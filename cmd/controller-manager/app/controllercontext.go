@@ -83,7 +83,8 @@ type ControllerContext struct {
 // --kube-api-burst do not apply). They are for a controller that bounds
 // its own requests in flight, and whose requests come in bursts that a rate
 // limit would only delay: the cron-scaler, whose every rule due at 08:30
-// fires at 08:30, with at most one request in flight per sync. The
+// fires at 08:30, with at most one request in flight per sync or status
+// writer. The
 // apiserver's API Priority and Fairness queues them with the rest of the
 // controller manager's requests, and answers 429 when its queues are full
 // (client-go waits and retries).

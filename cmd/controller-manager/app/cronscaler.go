@@ -41,7 +41,8 @@ func newCronScalerControllerDescriptor() *ControllerDescriptor {
 
 // newCronScalerController builds the cron-scaler. Its writes (targets and
 // statuses) go through the unbounded clients: they are at most one per sync
-// in flight, --concurrent-cron-scaler-syncs in all, and when a thousand rules
+// and one per status writer in flight, --concurrent-cron-scaler-syncs each
+// (the status writers wait while targets are written), and when a thousand rules
 // fire at once a client-side rate limit would only spread the firings over
 // seconds. Its informer lists and watches through the shared factory.
 func newCronScalerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {

@@ -392,3 +392,26 @@ func TestBurstDefersNormalEvents(t *testing.T) {
 		}
 	}
 }
+
+// The events of firings whose status cannot be written are held, at most
+// maxDeferredEvents per object, and dropped with the object.
+func TestDeferredEventsAreBounded(t *testing.T) {
+	d := newDeferredEvents()
+	key := cache.ObjectName{Namespace: ns, Name: "c"}
+	for i := 0; i < 3*maxDeferredEvents; i++ {
+		d.add(key, "uid-1", reasonScaled, fmt.Sprintf("firing %d", i))
+	}
+	got := d.take(key, "uid-1")
+	if len(got) != maxDeferredEvents || got[len(got)-1].message != fmt.Sprintf("firing %d", 3*maxDeferredEvents-1) {
+		t.Errorf("held %d events, the last %+v; want the newest %d", len(got), got[len(got)-1], maxDeferredEvents)
+	}
+	d.add(key, "uid-1", reasonScaled, "of the old object")
+	if got := d.take(key, "uid-2"); len(got) != 0 {
+		t.Errorf("events of a re-created object's predecessor were emitted: %+v", got)
+	}
+	d.add(key, "uid-2", reasonScaled, "x")
+	d.forget(key)
+	if len(d.events) != 0 {
+		t.Errorf("%d objects held after forget", len(d.events))
+	}
+}

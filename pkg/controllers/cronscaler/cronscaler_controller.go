@@ -166,11 +166,11 @@ func NewController(
 		workers:      workers,
 		drainTimeout: DefaultDrainTimeout,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			failureRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},
 		),
 		records: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			failureRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler_status", Clock: clk},
 		),
 		locks:        newKeyLocks(),
@@ -192,6 +192,21 @@ func NewController(
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// maxFailureBackoff bounds the wait before a failed sync or status write is
+// retried. The workqueue's default grows to 1000 s: after an outage of a
+// minute a status write would wait as long again, and a cron schedule cannot
+// wait that long.
+const maxFailureBackoff = 30 * time.Second
+
+// failureRateLimiter backs a failing object off exponentially from 5 ms to
+// maxFailureBackoff. Unlike the workqueue's default it has no overall token
+// bucket (10/s): when an outage fails the syncs of ten thousand objects at
+// once, a shared bucket would spread their retries over a quarter of an
+// hour after it.
+func failureRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxFailureBackoff)
+}
 
 // Name returns the controller's name.
 func (c *Controller) Name() string { return Name }
@@ -289,6 +304,10 @@ func (c *Controller) processNextWorkItem(stop, work context.Context) bool {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(work, err, "Syncing CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
 		c.queue.AddRateLimited(key)
+		if requeueAfter > 0 {
+			// The retry may back off past the next firing: keep it too.
+			c.queue.AddAfter(key, requeueAfter)
+		}
 	case requeueAfter > 0:
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, requeueAfter)
@@ -343,9 +362,11 @@ func (c *Controller) processNextRecord(stop, work context.Context) bool {
 // before it is counted may overlap one status write: that costs a little
 // time, nothing else.)
 func (c *Controller) waitForFirings(stop context.Context) {
+	// Counted from before the gate: writers queued behind it must not each
+	// wait maxRecordWait in turn.
+	deadline := time.Now().Add(maxRecordWait)
 	c.firingsGate.Lock()
 	defer c.firingsGate.Unlock()
-	deadline := time.Now().Add(maxRecordWait)
 	for stop.Err() == nil && (c.queue.Len() > 0 || c.firing.Load() > 0) && time.Now().Before(deadline) {
 		time.Sleep(recordPollInterval)
 	}
@@ -434,6 +455,7 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.memory.forget(key)
+		c.deferred.forget(key)
 		return 0, false, nil
 	}
 	if err != nil {
@@ -473,7 +495,9 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 		record = true
 	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
 		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
-		return 0, false, err
+		// Retried with backoff; the next firing is kept all the same.
+		d, _ := nextRequeue(plans, c.clock.Now())
+		return d, false, err
 	}
 	d, ok := nextRequeue(plans, c.clock.Now())
 	if !ok {
@@ -614,9 +638,10 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	transient := applyErr != nil && !isPermanent(applyErr)
 	switch {
 	case transient && isUnreachable(applyErr):
-		// Every object with a firing due says the same while the
-		// control plane is down; client-go logs the outage itself.
-		klog.FromContext(ctx).V(2).Info("Target write got no answer from the apiserver, will retry", "target", t.String(), "err", applyErr)
+		// Every object with a firing due says the same, every few
+		// seconds, while the control plane is down; the outage itself
+		// is logged once by the manager's API server probe.
+		klog.FromContext(ctx).V(4).Info("Target write got no answer from the apiserver, will retry", "target", t.String(), "err", applyErr)
 	case transient:
 		klog.FromContext(ctx).Info("Target write failed for a transient reason, will retry", "target", t.String(), "err", applyErr)
 	}
@@ -677,34 +702,52 @@ func mergeFirings(due []*firing) values {
 // Warning event, and the next attempt comes with exponential backoff, never
 // later than the firing's deadline, when it is given up.
 //
-// While the apiserver cannot be reached at all, attempts cost nothing but a
-// failed dial and their events could not be delivered: they are retried
-// every few seconds, so the firing runs soon after the control plane is back,
-// and only the first of them is an event.
+// Attempts the apiserver did not answer at all (see isUnreachable) are
+// counted apart: they cost nothing but a failed dial and their events could
+// not be delivered, so they are retried every few seconds for the first
+// minutes (a restart of the control plane), then at most every 30 s, and
+// only the first of them is an event. An answered attempt after them backs
+// off from its own count.
 func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
 	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
 	if !ok || !r.slot.Equal(p.due) {
-		r = firingRetry{slot: p.due, first: now, unreachable: true}
+		r = firingRetry{slot: p.due, first: now}
 	}
 	r.attempts++
 	r.lastErr = err.Error()
 	unreachable := isUnreachable(err)
-	r.unreachable = r.unreachable && unreachable
-	p.history.NextExecutionTime = metaTime(p.due)
-	backoff := retryBackoff(r.attempts)
+	var backoff time.Duration
 	if unreachable {
-		backoff = min(backoff, maxUnreachableBackoff)
+		r.unanswered++
+		backoff = unreachableBackoff(r.unanswered, now.Sub(r.first))
+	} else {
+		r.answered++
+		r.lastAnswer = err.Error()
+		backoff = retryBackoff(r.answered)
 	}
+	p.history.NextExecutionTime = metaTime(p.due)
 	p.retryAt = now.Add(backoff)
 	if p.retryAt.After(p.deadline) {
 		p.retryAt = p.deadline
 	}
-	if unreachable && r.attempts > 1 {
+	if unreachable && r.unanswered > 1 {
 		return r
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
 		p.rule.Name, p.due.UTC().Format(time.RFC3339), r.attempts, p.deadline.UTC().Format(time.RFC3339), err)
 	return r
+}
+
+// unreachableBackoff is the wait after the n-th attempt the apiserver did
+// not answer, the first of them since the firing's first attempt: as
+// retryBackoff, at most maxUnreachableBackoff during the first
+// fastUnreachableRetries (how late after a restart of the control plane a
+// firing still in time runs), at most maxUnreachableSlowBackoff after.
+func unreachableBackoff(n int, since time.Duration) time.Duration {
+	if since < fastUnreachableRetries {
+		return min(retryBackoff(n), maxUnreachableBackoff)
+	}
+	return min(retryBackoff(n), maxUnreachableSlowBackoff)
 }
 
 // retryBackoff is the wait after attempt n of a firing: 1s doubling, at most
@@ -718,17 +761,16 @@ func retryBackoff(attempts int) time.Duration {
 }
 
 const (
-	maxRetryBackoff = 5 * time.Minute
-	// maxUnreachableBackoff bounds the wait between attempts while the
-	// apiserver cannot be reached: how late after its return a firing
-	// still within its deadline runs.
-	maxUnreachableBackoff = 4 * time.Second
+	maxRetryBackoff           = 5 * time.Minute
+	maxUnreachableBackoff     = 4 * time.Second
+	maxUnreachableSlowBackoff = 30 * time.Second
+	fastUnreachableRetries    = 2 * time.Minute
 )
 
 // recordMissed records the plan's missed scheduled times. The first of them
 // may be a firing that was being retried and is now too late. If the
 // apiserver answered any of its attempts, it failed, and is recorded with the
-// reason of its last attempt rather than as missed. If none was answered, the
+// reason of its last answered attempt rather than as missed. If none was answered, the
 // control plane was down from the scheduled time to the deadline: the firing
 // could not be tried, and is recorded as missed, saying so.
 func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, now time.Time) {
@@ -740,11 +782,11 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 		c.recordMissedRange(obj, p, p.missed, p.firstMissed, now)
 		return
 	}
-	if r.unreachable {
+	if r.answered == 0 {
 		c.recordUnreachable(obj, p, r, now)
 	} else {
 		msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
-			r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastErr)
+			r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastAnswer)
 		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
 			ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
 		})
@@ -921,7 +963,11 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 		// The cache is behind; the retry reads the newer object.
 		return fmt.Errorf("status of %s changed meanwhile, will retry with the newer object: %w", klog.KObj(obj), err)
 	}
-	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonStatusNotStored, "Could not record the rules' executions in status, will retry: %v", err)
+	if !isUnreachable(err) {
+		// While the apiserver gives no answer an event could not be
+		// delivered either; the error is logged by the caller.
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonStatusNotStored, "Could not record the rules' executions in status, will retry: %v", err)
+	}
 	return fmt.Errorf("updating the status of %s: %w", klog.KObj(obj), err)
 }
 

@@ -48,6 +48,11 @@ func newDeferredEvents() *deferredEvents {
 	return &deferredEvents{events: map[cache.ObjectName]objectEvents{}}
 }
 
+// maxDeferredEvents bounds the events held per object: while its status
+// cannot be written (forbidden, rejected) its firings would otherwise add
+// events without end. The oldest are dropped and counted.
+const maxDeferredEvents = 10
+
 // add queues an event of the object with that uid; events of an earlier
 // object of the same name are dropped.
 func (d *deferredEvents) add(key cache.ObjectName, uid types.UID, reason, message string) {
@@ -56,6 +61,10 @@ func (d *deferredEvents) add(key cache.ObjectName, uid types.UID, reason, messag
 	e := d.events[key]
 	if e.uid != uid {
 		e = objectEvents{uid: uid}
+	}
+	if len(e.messages) == maxDeferredEvents {
+		e.messages = e.messages[1:]
+		droppedEvents.Inc()
 	}
 	e.messages = append(e.messages, deferredEvent{reason: reason, message: message})
 	d.events[key] = e

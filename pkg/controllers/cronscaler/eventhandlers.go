@@ -103,6 +103,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	key := cache.MetaObjectToName(cron)
 	c.counts.remove(key)
 	c.memory.forget(key)
+	c.deferred.forget(key)
 	// The sync finds it gone and drops whatever is left.
 	c.queue.Add(key)
 }

@@ -18,6 +18,7 @@ package cronscaler
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -28,7 +29,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 // webhookDown is what the apiserver answers when a validating webhook on the
@@ -137,17 +141,26 @@ func TestUnreachableAPIServerMissesTheSlot(t *testing.T) {
 		h.scales.failWith(apiserverDown)
 
 		// Down from before 08:00 until after 09:00, the 08:00 slot's
-		// deadline: attempts come at most a few seconds apart, and only the
-		// first is an event (the others could not be delivered anyway).
-		at := utc("2024-05-01 08:00:00.100")
+		// deadline: attempts come at most a few seconds apart for the
+		// first minutes, then at most every 30 s; only the first is an
+		// event (the others could not be delivered anyway).
+		start := utc("2024-05-01 08:00:00.100")
+		at := start
 		attempts := 0
 		for at.Before(utc("2024-05-01 09:00:00")) {
 			d := h.syncAt(at, "c")
 			attempts++
-			if d <= 0 || d > maxUnreachableBackoff+time.Second {
-				t.Fatalf("attempt %d at %v requeued after %v; want at most %v while the apiserver is unreachable", attempts, at, d, maxUnreachableBackoff)
+			limit := maxUnreachableBackoff
+			if at.Sub(start) >= fastUnreachableRetries {
+				limit = maxUnreachableSlowBackoff
+			}
+			if d <= 0 || d > limit+time.Second {
+				t.Fatalf("attempt %d at %v requeued after %v; want at most %v while the apiserver is unreachable", attempts, at, d, limit)
 			}
 			at = at.Add(d)
+		}
+		if attempts > 200 {
+			t.Errorf("%d attempts in an hour of outage; want the retries to slow down after the first minutes", attempts)
 		}
 		want := `Warning ScaleFailed Rule "r" (scheduled 2024-05-01T08:00:00Z): attempt 1 failed, will retry until 2024-05-01T09:00:00Z`
 		if events := h.events(); len(events) != 1 || !strings.HasPrefix(events[0], want) {
@@ -218,8 +231,27 @@ func TestAnsweredAttemptKeepsTheFailure(t *testing.T) {
 	h.scales.failWith(nil)
 	h.syncAt(at, "c")
 	hist := h.history("c", "r")
-	if len(hist.FailedExecutions) != 1 || !strings.HasPrefix(hist.FailedExecutions[0].Message, "not applied: ") {
-		t.Errorf("failed executions = %+v; want 08:00 failed (not applied), its first attempt answered", hist.FailedExecutions)
+	if len(hist.FailedExecutions) != 1 || !strings.HasPrefix(hist.FailedExecutions[0].Message, "not applied: ") ||
+		!strings.Contains(hist.FailedExecutions[0].Message, "failed calling webhook") {
+		t.Errorf("failed executions = %+v; want 08:00 failed (not applied) with the answered attempt's reason", hist.FailedExecutions)
+	}
+}
+
+// Issue 9: unanswered attempts during an outage do not make the first
+// answered error after it (a 5xx while the control plane settles) back off
+// as if it were the n-th failure.
+func TestAnsweredAfterOutageBacksOffFromItsOwnCount(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:30:00"), "c")
+	h.scales.failWith(apiserverDown)
+	at := utc("2024-05-01 08:00:00.100")
+	for at.Before(utc("2024-05-01 08:01:00")) {
+		at = at.Add(h.syncAt(at, "c"))
+	}
+	h.scales.failWith(webhookDown)
+	if d := h.syncAt(at, "c"); d > 2*time.Second {
+		t.Errorf("the first answered failure after the outage is retried after %v; want about a second", d)
 	}
 }
 
@@ -232,6 +264,10 @@ func TestIsUnreachable(t *testing.T) {
 		{"connection refused", apiserverDown, true},
 		{"connection reset", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
 		{"EOF", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: io.EOF}, true},
+		{"no route to host", &url.Error{Op: "Patch", URL: "https://10.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}, true},
+		{"HTTP/2 connection lost", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: errors.New("http2: client connection lost")}, true},
+		{"TLS handshake timeout", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: errors.New("net/http: TLS handshake timeout")}, true},
+		{"a TLS alert (bad certificate)", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}}, false},
 		{"a webhook's connection refused, answered by the apiserver", webhookDown, false},
 		{"service unavailable", apierrors.NewServiceUnavailable("etcd is down"), false},
 		{"not found", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web"), false},
@@ -240,5 +276,46 @@ func TestIsUnreachable(t *testing.T) {
 		if got := isUnreachable(tc.err); got != tc.want {
 			t.Errorf("%s: isUnreachable(%v) = %v; want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// Issue 9: a status write that fails while the apiserver is down is retried
+// with backoff, and the object keeps its next firing all the same: it used
+// to be left to the backoff alone, which grows to many minutes in an outage
+// and could pass the next scheduled time.
+func TestFailedStatusWriteKeepsTheSchedule(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+	h.client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return action.GetSubresource() == "status", nil, apiserverDown
+	})
+	d, err := h.trySyncAt(utc("2024-05-01 07:30:00"), "c")
+	if err == nil {
+		t.Fatal("the status write failed, but the sync reported no error to retry it")
+	}
+	if want := 30 * time.Minute; d < want || d > want+time.Second {
+		t.Errorf("requeue after %v alongside the error; want the next firing, %v away", d, want)
+	}
+	if n := len(h.events()); n != 0 {
+		t.Errorf("%d events for a status write the apiserver did not answer; want none", n)
+	}
+}
+
+// A failing object is retried at least every maxFailureBackoff, however long
+// it failed, and many failing objects are not spread out by a shared bucket.
+func TestFailureBackoffIsBounded(t *testing.T) {
+	l := failureRateLimiter()
+	for i := 0; i < 10000; i++ {
+		key := cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)}
+		if d := l.When(key); d > time.Second {
+			t.Fatalf("the first failure of object %d waits %v; want milliseconds", i, d)
+		}
+	}
+	key := cache.ObjectName{Namespace: ns, Name: "c0"}
+	var d time.Duration
+	for i := 0; i < 40; i++ {
+		d = l.When(key)
+	}
+	if d != maxFailureBackoff {
+		t.Errorf("after 40 failures the wait is %v; want %v", d, maxFailureBackoff)
 	}
 }

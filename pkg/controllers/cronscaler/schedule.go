@@ -220,8 +220,8 @@ func nextRequeue(plans []rulePlan, now time.Time) (time.Duration, bool) {
 }
 
 // requeueSlack is added to requeue delays so the sync runs after, not just
-// before, the scheduled time. Timers do not fire early, so it only covers a
-// wall clock slewed meanwhile; a sync that still comes early finds nothing
-// due and is requeued for the rest. It is small because in a burst it delays
+// before, the scheduled time. Timers run on the monotonic clock and do not
+// fire early, so it only covers a wall clock stepped back meanwhile; a sync
+// that still comes early finds nothing due and is requeued for the rest. It is small because in a burst it delays
 // every firing: at 1,000 firings per second, 100 ms is 10 % of the burst.
 const requeueSlack = 10 * time.Millisecond

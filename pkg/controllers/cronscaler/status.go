@@ -168,9 +168,11 @@ type firingRetry struct {
 	attempts int
 	first    time.Time
 	lastErr  string
-	// unreachable is true while every attempt so far got no answer from
-	// the apiserver; see isUnreachable.
-	unreachable bool
+	// answered and unanswered count the attempts the apiserver answered
+	// (with an error) and those it did not (see isUnreachable); lastAnswer
+	// is the last answered attempt's error.
+	answered, unanswered int
+	lastAnswer           string
 }
 
 func newMemory() *memory {

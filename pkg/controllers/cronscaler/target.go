@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,10 +120,15 @@ func isPermanent(err error) bool {
 }
 
 // isUnreachable reports whether err means the request got no answer from
-// the apiserver at all (refused, reset or cut connections, dial errors): the
-// control plane is down, so the firing did not fail on its target; it could
-// not be tried. An answer from the apiserver (any API status, such as a
-// webhook's "connection refused" wrapped in a 500) is not this.
+// the apiserver: the connection could not be made (refused, no route, name
+// not resolved, dial or TLS handshake timeout) or broke before an answer
+// (reset, EOF, an HTTP/2 connection lost). The control plane is down or
+// restarting, so the firing did not fail on its target; it could not be
+// tried (a request cut after it was sent may have been applied: setting
+// the same value again is harmless). An answer from the apiserver (any API
+// status, such as a webhook's "connection refused" wrapped in a 500) is not
+// this, nor is a TLS alert (a certificate problem, which retrying does not
+// fix).
 func isUnreachable(err error) bool {
 	if err == nil {
 		return false
@@ -132,7 +138,11 @@ func isUnreachable(err error) bool {
 		return false
 	}
 	var opErr *net.OpError
-	return errors.As(err, &opErr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || strings.Contains(err.Error(), "TLS handshake timeout")
 }
 
 // apply writes v to the target and returns the error with a reason a user

@@ -26,8 +26,10 @@ import (
 type CronScalerOptions struct {
 	// ConcurrentSyncs is how many CronFederatedHPAs are synced at once. Firings
 	// due in the same minute are applied in parallel up to this number, and
-	// it is the cron-scaler's only bound on its writes in flight (they are
-	// not rate-limited on the client; see app.UnboundedClients). 64 keeps
+	// it bounds the cron-scaler's writes in flight (they are not
+	// rate-limited on the client; see app.UnboundedClients): one per sync
+	// and one per status writer, of which there are as many; in a burst the
+	// status writers wait until the targets are written. 64 keeps
 	// an apiserver on 2 cores busy in a burst (test/bench/README.md).
 	ConcurrentSyncs int
 }
@@ -39,7 +41,7 @@ func NewCronScalerOptions() *CronScalerOptions {
 
 // AddFlags adds the cron-scaler flags.
 func (o *CronScalerOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.ConcurrentSyncs, "concurrent-cron-scaler-syncs", o.ConcurrentSyncs, "The number of CronFederatedHPAs synced concurrently, and so the most cron-scaler writes in flight (they are not limited by --kube-api-qps). Larger is faster when many rules fire at once, at the cost of API load.")
+	fs.IntVar(&o.ConcurrentSyncs, "concurrent-cron-scaler-syncs", o.ConcurrentSyncs, "The number of CronFederatedHPAs synced concurrently (and of status writers): it bounds the cron-scaler's writes in flight to twice this number, and to this number while a burst of firings writes its targets; they are not limited by --kube-api-qps. Larger is faster when many rules fire at once, at the cost of API load.")
 }
 
 // Validate checks the cron-scaler options.
