@@ -200,8 +200,11 @@ func TestChaos(t *testing.T) {
 		atSlot := kills%2 == 1
 		if atSlot {
 			boundary := lastKill.Add(cfg.killMin).Truncate(time.Minute).Add(time.Minute)
-			// (An outage may have run past it meanwhile.)
-			if boundary.Sub(lastKill) <= time.Minute && boundary.Before(end) && boundary.After(time.Now()) {
+			// (An outage may have run past it meanwhile. And the kill
+			// must not be pushed into the next outage's time: its
+			// takeover would overlap it and go unmeasured.)
+			beforeOutage := len(outages) == 0 || boundary.Add(leaseDuration+5*time.Second).Before(outages[0].at)
+			if boundary.Sub(lastKill) <= time.Minute && boundary.Before(end) && boundary.After(time.Now()) && beforeOutage {
 				next = boundary.Add(time.Duration(rand.IntN(500)) * time.Millisecond)
 			} else {
 				atSlot = false
@@ -692,6 +695,8 @@ func check(t *testing.T, cfg chaosConfig, crons []autoscalingv1alpha1.CronFedera
 	}
 	if r.stops == 0 {
 		t.Error("no leader was stopped gracefully")
+	} else if len(r.takeovers) == 0 {
+		t.Error("every graceful stop overlapped an outage: no takeover after a graceful stop was checked")
 	}
 	if r.applied == 0 {
 		t.Error("no slot was applied")
