@@ -51,6 +51,29 @@ func burst(t *testing.T, n int) *harness {
 	return h
 }
 
+// runBurst runs the controller with 4 workers over the n objects of burst,
+// all due, until done (or 10 s), and stops it.
+func runBurst(h *harness, n int, done func() bool) {
+	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
+	h.c.synced = func() bool { return true }
+	h.c.workers = 4
+	for i := 0; i < n; i++ {
+		h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)})
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		h.c.Run(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-returned
+}
+
 // writeLog records target writes and status writes in the order they are
 // made.
 type writeLog struct {
@@ -92,25 +115,7 @@ func TestBurstWritesTargetsBeforeStatuses(t *testing.T) {
 	const n = 40
 	h := burst(t, n)
 	writes := logWrites(h)
-	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
-	h.c.synced = func() bool { return true }
-	h.c.workers = 4
-	for i := 0; i < n; i++ {
-		h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)})
-	}
-
-	ctx, cancel := context.WithCancel(h.ctx)
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		h.c.Run(ctx)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.statusWrites() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-returned
+	runBurst(h, n, func() bool { return h.statusWrites() >= n })
 
 	got := writes.list()
 	if len(got) != 2*n {
@@ -345,24 +350,7 @@ func TestBurstDefersNormalEvents(t *testing.T) {
 	h := burst(t, n)
 	writes := logWrites(h)
 	h.c.recorder = eventLog{EventRecorder: h.c.recorder, log: writes}
-	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
-	h.c.synced = func() bool { return true }
-	h.c.workers = 4
-	for i := 0; i < n; i++ {
-		h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)})
-	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		h.c.Run(ctx)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(writes.list()) < 3*n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-returned
+	runBurst(h, n, func() bool { return len(writes.list()) >= 3*n })
 
 	got := writes.list()
 	statusAt := map[string]int{}
