@@ -32,6 +32,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -213,7 +214,7 @@ func TestChaos(t *testing.T) {
 		sleepUntil(next)
 		kills++
 		lastKill = time.Now()
-		if e, ok := killLeader(f, lease, atSlot, gracefulStop(done)); ok {
+		if e, ok := killLeader(ctx, kube, f, atSlot, gracefulStop(done)); ok {
 			events = append(events, e)
 			lastKilled = e.holder
 			done++
@@ -360,16 +361,20 @@ func waitForHolder(ctx context.Context, lease *recorder.LeaseLog, notBy string, 
 
 // killLeader SIGKILLs the replica holding the Lease, as a crashed node or an
 // OOM kill would, or, if graceful, stops it with SIGTERM, as a rollout, a
-// node drain or a deleted pod does.
-func killLeader(f *fleet, lease *recorder.LeaseLog, atSlot, graceful bool) (chaosEvent, bool) {
-	l, ok := lease.Latest()
-	if !ok || l.Holder == "" || time.Since(l.RenewTime) >= leaseDuration {
+// node drain or a deleted pod does. The holder is read from the apiserver,
+// not from the Lease watch, which may be behind (after a relist, say): the
+// replica stopped must be the one leading.
+func killLeader(ctx context.Context, kube kubernetes.Interface, f *fleet, atSlot, graceful bool) (chaosEvent, bool) {
+	l, err := kube.CoordinationV1().Leases(leaseNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil ||
+		time.Since(l.Spec.RenewTime.Time) >= leaseDuration {
 		return chaosEvent{}, false
 	}
+	holder := *l.Spec.HolderIdentity
 	for _, r := range f.replicas {
 		at := time.Now()
-		if graceful && r.stopIfIdentity(l.Holder) || !graceful && r.killIfIdentity(l.Holder) {
-			return chaosEvent{at: at, kind: "kill", holder: l.Holder, atSlot: atSlot, graceful: graceful, detail: r.name}, true
+		if graceful && r.stopIfIdentity(holder) || !graceful && r.killIfIdentity(holder) {
+			return chaosEvent{at: at, kind: "kill", holder: holder, atSlot: atSlot, graceful: graceful, detail: r.name}, true
 		}
 	}
 	return chaosEvent{}, false
@@ -756,6 +761,9 @@ func checkTakeover(t *testing.T, r *report, e chaosEvent, events []chaosEvent, l
 		}
 	}
 	switch expiry := lastRenew.Add(leaseDuration); {
+	case leases[i].AcquireTime.Before(e.at):
+		t.Errorf("stop of %s at %s: %s had acquired the Lease at %s, before the stop: the replica stopped was not the leader",
+			e.detail, e.at.UTC().Format(time.StampMilli), leases[i].Holder, leases[i].AcquireTime.UTC().Format(time.StampMilli))
 	case lastRenew.IsZero():
 		t.Errorf("stop of %s: the Lease watch never saw %s hold the Lease", e.detail, e.holder)
 	case !leases[i].AcquireTime.Before(expiry):
