@@ -28,16 +28,13 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 	"github.com/scaleplane/scaleplane/test/reliability/internal/recorder"
+	"github.com/scaleplane/scaleplane/test/reliability/internal/workload"
 )
 
 // chaosConfig is what one chaos run does.
@@ -83,7 +80,7 @@ const (
 	maxDelay = 30 * time.Second
 	// evenReplicas and oddReplicas are what the even- and odd-minute rules
 	// set, so that the value of a write names the parity of its slot.
-	evenReplicas, oddReplicas = 2, 3
+	evenReplicas, oddReplicas = workload.EvenReplicas, workload.OddReplicas
 	// slack covers the distance between when the apiserver stored
 	// something and when the test's watch saw it, on a loaded machine.
 	slack = 3 * time.Second
@@ -270,7 +267,6 @@ func TestChaos(t *testing.T) {
 // returns when it started creating them.
 func createTargets(ctx context.Context, t *testing.T, cp *framework.ControlPlane, ns string, n int) time.Time {
 	t.Helper()
-	kube := cp.KubeClient()
 	// Objects are created away from a minute boundary, so that no rule's
 	// first slot is its creation second.
 	if s := time.Now().Second(); s > 50 {
@@ -278,43 +274,10 @@ func createTargets(ctx context.Context, t *testing.T, cp *framework.ControlPlane
 	}
 	created := time.Now()
 	for i := range n {
-		name := fmt.Sprintf("target-%02d", i)
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](1),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c"}}},
-				},
-			},
-		}
-		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		rule := func(name, schedule string, replicas int32) autoscalingv1alpha1.CronFederatedHPARule {
-			return autoscalingv1alpha1.CronFederatedHPARule{
-				Name: name, Schedule: schedule, TargetReplicas: ptr.To(replicas),
-				SuccessfulHistoryLimit: ptr.To[int32](32), FailedHistoryLimit: ptr.To[int32](32),
-				MaxDelaySeconds: ptr.To(int32(maxDelay / time.Second)),
-			}
-		}
-		cron := &autoscalingv1alpha1.CronFederatedHPA{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: autoscalingv1alpha1.CronFederatedHPASpec{
-				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-				Rules: []autoscalingv1alpha1.CronFederatedHPARule{
-					rule("even", "0-58/2 * * * *", evenReplicas),
-					rule("odd", "1-59/2 * * * *", oddReplicas),
-				},
-			},
-		}
-		if _, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, cron, metav1.CreateOptions{}); err != nil {
+		if err := workload.Create(ctx, cp.KubeClient(), cp.Client(), ns, fmt.Sprintf("target-%02d", i), maxDelay, 32); err != nil {
 			t.Fatal(err)
 		}
 	}
-
 	return created
 }
 

@@ -29,22 +29,19 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 	"github.com/scaleplane/scaleplane/test/reliability/internal/recorder"
+	"github.com/scaleplane/scaleplane/test/reliability/internal/workload"
 )
 
 const (
 	// evenReplicas and oddReplicas are what the even- and odd-minute rules
 	// set, so that a Deployment's replicas name the slot that set them.
-	evenReplicas, oddReplicas = 2, 3
+	evenReplicas, oddReplicas = workload.EvenReplicas, workload.OddReplicas
 	// slack covers the distance between when the apiserver stored
 	// something and when the test's watch saw it, on a loaded machine.
 	slack = 3 * time.Second
@@ -306,41 +303,10 @@ func runOutage(t *testing.T, cp *framework.ControlPlane, what string, port int, 
 // when the test ends, so that a later test's manager leaves it alone.
 func createTarget(ctx context.Context, t *testing.T, cp *framework.ControlPlane, ns, name string, maxDelay time.Duration) {
 	t.Helper()
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c"}}},
-			},
-		},
-	}
-	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if err := workload.Create(ctx, cp.KubeClient(), cp.Client(), ns, name, maxDelay, 8); err != nil {
 		t.Fatal(err)
-	}
-	rule := func(name, schedule string, replicas int32) autoscalingv1alpha1.CronFederatedHPARule {
-		return autoscalingv1alpha1.CronFederatedHPARule{
-			Name: name, Schedule: schedule, TargetReplicas: ptr.To(replicas),
-			SuccessfulHistoryLimit: ptr.To[int32](8), FailedHistoryLimit: ptr.To[int32](8),
-			MaxDelaySeconds: ptr.To(int32(maxDelay / time.Second)),
-		}
-	}
-	cron := &autoscalingv1alpha1.CronFederatedHPA{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: autoscalingv1alpha1.CronFederatedHPASpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			Rules: []autoscalingv1alpha1.CronFederatedHPARule{
-				rule("even", "0-58/2 * * * *", evenReplicas),
-				rule("odd", "1-59/2 * * * *", oddReplicas),
-			},
-		},
 	}
 	crons := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns)
-	if _, err := crons.Create(ctx, cron, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		if err := crons.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("deleting CronFederatedHPA %s: %v", name, err)
