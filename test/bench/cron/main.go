@@ -45,7 +45,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,7 +101,7 @@ func run(cfg config) error {
 		return fmt.Errorf("%s: %w (run make build)", bin, err)
 	}
 	load0 := benchutil.LoadAvg()
-	logf("starting etcd and kube-apiserver")
+	benchutil.Logf("starting etcd and kube-apiserver")
 	cp, err := framework.Start(ctx, framework.Options{
 		ExtraAPIServerArgs: []string{
 			// Room for the benchmark's own bulk creation next to the burst.
@@ -130,13 +129,13 @@ func run(cfg config) error {
 	}
 
 	start := time.Now()
-	if err := parallel(cfg.n, cfg.creators, func(i int) error {
+	if err := benchutil.Parallel(ctx, cfg.n, cfg.creators, func(i int) error {
 		_, err := kube.AppsV1().Deployments(namespace).Create(ctx, deployment(i), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("creating Deployments: %w", err)
 	}
-	logf("created %d Deployments in %s", cfg.n, time.Since(start).Round(time.Millisecond))
+	benchutil.Logf("created %d Deployments in %s", cfg.n, time.Since(start).Round(time.Millisecond))
 
 	metricsPort, err := framework.FreePort()
 	if err != nil {
@@ -149,7 +148,7 @@ func run(cfg config) error {
 		return err
 	}
 	defer manager.Stop(10 * time.Second)
-	logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
+	benchutil.Logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
 
 	// The slot: a minute boundary far enough ahead for creating the
 	// CronFederatedHPAs and the controller's first sight of each (one status
@@ -157,21 +156,21 @@ func run(cfg config) error {
 	setup := time.Duration(cfg.n)*time.Second/150 + cfg.idle + 30*time.Second
 	slot := time.Now().Add(setup).Truncate(time.Minute).Add(time.Minute)
 	schedule := fmt.Sprintf("%d %d * * *", slot.UTC().Minute(), slot.UTC().Hour())
-	logf("all rules fire at %s (schedule %q, UTC)", slot.UTC().Format(time.RFC3339), schedule)
+	benchutil.Logf("all rules fire at %s (schedule %q, UTC)", slot.UTC().Format(time.RFC3339), schedule)
 
 	start = time.Now()
-	if err := parallel(cfg.n, cfg.creators, func(i int) error {
+	if err := benchutil.Parallel(ctx, cfg.n, cfg.creators, func(i int) error {
 		_, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).Create(ctx, cron(i, schedule), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("creating CronFederatedHPAs: %w", err)
 	}
-	logf("created %d CronFederatedHPAs in %s", cfg.n, time.Since(start).Round(time.Millisecond))
+	benchutil.Logf("created %d CronFederatedHPAs in %s", cfg.n, time.Since(start).Round(time.Millisecond))
 
 	if err := waitPlanned(ctx, client, cfg.n, slot); err != nil {
 		return err
 	}
-	logf("all %d planned for the slot after %s", cfg.n, time.Since(start).Round(time.Millisecond))
+	benchutil.Logf("all %d planned for the slot after %s", cfg.n, time.Since(start).Round(time.Millisecond))
 
 	// Idle: the controller holds every object and waits for the slot.
 	time.Sleep(5 * time.Second)
@@ -225,7 +224,7 @@ func run(cfg config) error {
 	}
 	limitLoad := benchutil.LoadAvg()
 	limitStart := time.Now()
-	if err := parallel(cfg.n, cfg.limitConc, func(i int) error {
+	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {
 		_, err := limitClient.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType,
 			[]byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale")
 		return err
@@ -276,10 +275,6 @@ func run(cfg config) error {
 	return nil
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-}
-
 func deployment(i int) *appsv1.Deployment {
 	name := fmt.Sprintf("web-%05d", i)
 	labels := map[string]string{"app": name}
@@ -305,38 +300,6 @@ func cron(i int, schedule string) *autoscalingv1alpha1.CronFederatedHPA {
 				Name: "burst", Schedule: schedule, TimeZone: ptr.To("UTC"), TargetReplicas: ptr.To[int32](2),
 			}},
 		},
-	}
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(n, workers int, f func(i int) error) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	next := make(chan int)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
 	}
 }
 

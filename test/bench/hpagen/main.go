@@ -40,7 +40,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -114,7 +113,7 @@ func run(cfg config) (err error) {
 	}
 	res := results{cfg: cfg, loadStart: benchutil.LoadAvg()}
 
-	logf("starting etcd, kube-apiserver and kube-controller-manager (HPA controller, garbage collector)")
+	benchutil.Logf("starting etcd, kube-apiserver and kube-controller-manager (HPA controller, garbage collector)")
 	cp, err := framework.Start(ctx, controlPlaneOptions(cfg))
 	if err != nil {
 		return err
@@ -156,7 +155,7 @@ func run(cfg config) (err error) {
 	}
 	// Let the HPA controller take in the new statuses (selectors) and settle.
 	settle := 3*cfg.hpaSync + 10*time.Second
-	logf("letting the HPA statuses settle for %s", settle)
+	benchutil.Logf("letting the HPA statuses settle for %s", settle)
 	time.Sleep(settle)
 	if err := measureSteady(ctx, cfg, client, pr, &res); err != nil {
 		return err
@@ -228,7 +227,7 @@ func startManager(ctx context.Context, cp *framework.ControlPlane, bin string, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("starting the controller manager: %w", err)
 	}
-	logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
+	benchutil.Logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
 	if err := waitReady(ctx, manager, port, time.Minute); err != nil {
 		manager.Stop(10 * time.Second)
 		return nil, 0, err
@@ -267,9 +266,9 @@ func measureCreation(ctx context.Context, cfg config, client versioned.Interface
 	if err != nil {
 		return err
 	}
-	logf("creating %d LeaderWorkerSets with %d creators", cfg.n, cfg.creators)
+	benchutil.Logf("creating %d LeaderWorkerSets with %d creators", cfg.n, cfg.creators)
 	t0 := time.Now()
-	if err := parallel(cfg.n, cfg.creators, func(i int) error {
+	if err := benchutil.Parallel(ctx, cfg.n, cfg.creators, func(i int) error {
 		sent := time.Now()
 		lws, err := client.LeaderworkersetV1().LeaderWorkerSets(namespace).Create(ctx, leaderWorkerSet(i), metav1.CreateOptions{})
 		if err != nil {
@@ -282,7 +281,7 @@ func measureCreation(ctx context.Context, cfg config, client versioned.Interface
 	}
 	lastCreated := time.Now()
 	res.created = lastCreated.Sub(t0)
-	logf("created %d LeaderWorkerSets in %s", cfg.n, res.created.Round(time.Millisecond))
+	benchutil.Logf("created %d LeaderWorkerSets in %s", cfg.n, res.created.Round(time.Millisecond))
 
 	if err := waitAllCorrect(pr.tracker, manager, 5*time.Minute+time.Duration(cfg.n)*50*time.Millisecond); err != nil {
 		return err
@@ -291,7 +290,7 @@ func measureCreation(ctx context.Context, cfg config, client versioned.Interface
 	res.latencies, last = pr.tracker.latencies()
 	res.allCorrectFromT0 = last.Sub(t0)
 	res.allCorrectFromLastCreated = last.Sub(lastCreated)
-	logf("all %d HPAs correct %s after the first create", cfg.n, res.allCorrectFromT0.Round(time.Millisecond))
+	benchutil.Logf("all %d HPAs correct %s after the first create", cfg.n, res.allCorrectFromT0.Round(time.Millisecond))
 	// Let writes caused by the creation (events, the HPA controller's first
 	// status writes) land before counting.
 	time.Sleep(2 * time.Second)
@@ -317,7 +316,7 @@ func waitAllCorrect(tr *tracker, manager *framework.Process, timeout time.Durati
 			if manager.Exited() {
 				return errors.New("the controller manager exited")
 			}
-			logf("%d of %d HPAs correct", tr.correctCount(), tr.n)
+			benchutil.Logf("%d of %d HPAs correct", tr.correctCount(), tr.n)
 		case <-deadline:
 			return fmt.Errorf("only %d of %d HPAs correct after %s: %s", tr.correctCount(), tr.n, timeout, tr.describe(10))
 		}
@@ -330,8 +329,8 @@ func waitAllCorrect(tr *tracker, manager *framework.Process, timeout time.Durati
 // HPA controller stops at "selector is required"; with it, it goes on to ask
 // for the pods' metrics (there are none: FailedGetResourceMetric).
 func setLWSStatuses(ctx context.Context, cfg config, client versioned.Interface) error {
-	logf("setting the LeaderWorkerSets' status (replicas, hpaPodSelector)")
-	return parallel(cfg.n, cfg.creators, func(i int) error {
+	benchutil.Logf("setting the LeaderWorkerSets' status (replicas, hpaPodSelector)")
+	return benchutil.Parallel(ctx, cfg.n, cfg.creators, func(i int) error {
 		body := fmt.Appendf(nil, `{"status":{"replicas":1,"hpaPodSelector":"app=%s,role=leader"}}`, lwsName(i))
 		_, err := client.LeaderworkersetV1().LeaderWorkerSets(namespace).Patch(ctx, lwsName(i), types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		if err != nil {
@@ -345,7 +344,7 @@ func setLWSStatuses(ctx context.Context, cfg config, client versioned.Interface)
 // steady window (the churn keeps the HPA statuses changing).
 func measureSteady(ctx context.Context, cfg config, client versioned.Interface, pr probes, res *results) error {
 	if cfg.quiet > 0 {
-		logf("quiet window: %s", cfg.quiet)
+		benchutil.Logf("quiet window: %s", cfg.quiet)
 		w, err := measureWindow(ctx, pr, cfg.quiet)
 		if err != nil {
 			return err
@@ -354,9 +353,9 @@ func measureSteady(ctx context.Context, cfg config, client versioned.Interface, 
 	}
 	if cfg.churn > 0 {
 		pr.churn = startChurn(ctx, client, cfg.n, cfg.churn, 8)
-		logf("steady window: %s, every LeaderWorkerSet's replicas set once per %s", cfg.steady, cfg.churn)
+		benchutil.Logf("steady window: %s, every LeaderWorkerSet's replicas set once per %s", cfg.steady, cfg.churn)
 	} else {
-		logf("steady window: %s, no churn", cfg.steady)
+		benchutil.Logf("steady window: %s, no churn", cfg.steady)
 	}
 	w, err := measureWindow(ctx, pr, cfg.steady)
 	if pr.churn != nil {
@@ -418,33 +417,4 @@ func countCorrect(ctx context.Context, kube kubernetes.Interface, client version
 		}
 	}
 	return correct, nil
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(n, workers int, f func(i int) error) error {
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	next := make(chan int)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }

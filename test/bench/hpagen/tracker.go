@@ -27,10 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // eventCounts counts watch events by what changed.
@@ -252,37 +251,13 @@ func (t *tracker) describe(limit int) string {
 	return fmt.Sprint(out)
 }
 
-// startWatch lists to get a resource version and watches from it with a
-// RetryWatcher (which resumes after a closed or expired watch), handing every
-// event to handle on one goroutine. The watch ends with ctx.
+// startWatch lists to get a resource version and watches from it
+// (benchutil.Watch). The watch ends with ctx.
 func startWatch(ctx context.Context, list func(context.Context) (string, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), handle func(watch.Event, time.Time)) error {
 	rv, err := list(ctx)
 	if err != nil {
 		return err
 	}
-	lw := &cache.ListWatch{WatchFuncWithContext: watchFn}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
-	if err != nil {
-		return fmt.Errorf("starting a watch: %w", err)
-	}
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if ev.Type == watch.Error {
-					logf("watch error: %v", ev.Object)
-					continue
-				}
-				handle(ev, time.Now())
-			}
-		}
-	}()
-	return nil
+	return benchutil.Watch(ctx, rv, watchFn, handle)
 }

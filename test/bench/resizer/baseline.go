@@ -185,7 +185,7 @@ func runBaseline(ctx context.Context, cp *framework.ControlPlane, period time.Du
 		return res, fmt.Errorf("starting the baseline: %w", err)
 	}
 	defer child.Stop(10 * time.Second)
-	logf("baseline pid %d, log %s: %d polls every %s", child.Pid(), child.LogPath(), polls, period)
+	benchutil.Logf("baseline pid %d, log %s: %d polls every %s", child.Pid(), child.LogPath(), polls, period)
 	timeout := time.Duration(polls)*period + 5*time.Minute
 	if err := waitExit(ctx, child, timeout); err != nil {
 		return res, err

@@ -143,7 +143,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	res := &results{cfg: cfg, loadStart: benchutil.LoadAvg()}
 
-	logf("starting etcd and kube-apiserver")
+	benchutil.Logf("starting etcd and kube-apiserver")
 	cp, err := framework.Start(ctx, framework.Options{ExtraAPIServerArgs: []string{
 		// Room for the benchmark's bulk creation.
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
@@ -190,17 +190,17 @@ func populate(ctx context.Context, cfg config, kube kubernetes.Interface, client
 	if err := createNamespaces(ctx, kube); err != nil {
 		return err
 	}
-	logf("creating %d nodes with %d creators", cfg.nodes, cfg.creators)
+	benchutil.Logf("creating %d nodes with %d creators", cfg.nodes, cfg.creators)
 	var err error
 	if res.nodes, err = createNodes(ctx, kube, cfg.nodes, cfg.creators); err != nil {
 		return err
 	}
-	logf("created %d nodes in %s (%.0f/s)", cfg.nodes, secs(res.nodes.took()), res.nodes.rate())
-	logf("creating %d pods with %d creators", cfg.pods, cfg.creators)
+	benchutil.Logf("created %d nodes in %s (%.0f/s)", cfg.nodes, secs(res.nodes.took()), res.nodes.rate())
+	benchutil.Logf("creating %d pods with %d creators", cfg.pods, cfg.creators)
 	if res.pods, err = createPods(ctx, kube, "p", cfg.pods, cfg.creators); err != nil {
 		return err
 	}
-	logf("created %d pods in %s (%.0f/s)", cfg.pods, secs(res.pods.took()), res.pods.rate())
+	benchutil.Logf("created %d pods in %s (%.0f/s)", cfg.pods, secs(res.pods.took()), res.pods.rate())
 	return createTargets(ctx, kube, client)
 }
 
@@ -221,7 +221,7 @@ func measure(ctx context.Context, cfg config, cp *framework.ControlPlane, kube k
 		}
 		if cfg.keepLog != "" {
 			if cerr := copyFile(m.proc.LogPath(), cfg.keepLog); cerr != nil {
-				logf("keeping the controller manager's log: %v", cerr)
+				benchutil.Logf("keeping the controller manager's log: %v", cerr)
 			}
 		}
 	}()
@@ -296,7 +296,7 @@ func startManager(cp *framework.ControlPlane, bin string) (*manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the controller manager: %w", err)
 	}
-	logf("controller manager pid %d, log %s, args %v", p.Pid(), p.LogPath(), args)
+	benchutil.Logf("controller manager pid %d, log %s, args %v", p.Pid(), p.LogPath(), args)
 	return &manager{proc: p, port: port, t0: t0}, nil
 }
 
@@ -337,7 +337,7 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 		return err
 	}
 	res.ready = ready.Sub(m.t0)
-	logf("controller manager ready after %s; waiting for the first correct resizes", secs(res.ready))
+	benchutil.Logf("controller manager ready after %s; waiting for the first correct resizes", secs(res.ready))
 	timeout := 5*time.Minute + time.Duration(cfg.pods)*time.Millisecond
 	nodeAt, _, err := tr.wait(ctx, nodeTarget, nodeEstimate(cfg.nodes), m.t0, timeout, m.alive)
 	if err != nil {
@@ -355,9 +355,9 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 		return err
 	}
 	res.firstNode, res.firstContainer = nodeAt.Sub(m.t0), containerAt.Sub(m.t0)
-	logf("first correct resize: %s (nodes), %s (containers) after the start; RSS %s",
+	benchutil.Logf("first correct resize: %s (nodes), %s (containers) after the start; RSS %s",
 		secs(res.firstNode), secs(res.firstContainer), benchutil.MiB(res.synced.proc.rssKiB))
-	logf("settling for %s", cfg.settle)
+	benchutil.Logf("settling for %s", cfg.settle)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -372,7 +372,7 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 	}
 	res.startupAPI, res.settleAPI = apiBetween(before, after), apiBetween(synced, after)
 	res.startupMgr = managerBetween(managerSnapshot{at: m.t0}, res.settled)
-	logf("after the settle: RSS %s, peak %s", benchutil.MiB(res.settled.proc.rssKiB), benchutil.MiB(res.settled.proc.hwmKiB))
+	benchutil.Logf("after the settle: RSS %s, peak %s", benchutil.MiB(res.settled.proc.rssKiB), benchutil.MiB(res.settled.proc.hwmKiB))
 	return nil
 }
 
@@ -387,7 +387,7 @@ func measureMore(ctx context.Context, cfg config, kube kubernetes.Interface, m *
 	if err != nil {
 		return err
 	}
-	logf("adding %d pods", cfg.more)
+	benchutil.Logf("adding %d pods", cfg.more)
 	if res.more, err = createPods(ctx, kube, "q", cfg.more, cfg.creators); err != nil {
 		return err
 	}
@@ -400,7 +400,7 @@ func measureMore(ctx context.Context, cfg config, kube kubernetes.Interface, m *
 	if o, ok := tr.firstAfter(containerTarget, res.more.first); ok {
 		res.moreFirstChange = o.at.Sub(res.more.first)
 	}
-	logf("created %d pods in %s; target correct %s after the last create answered", cfg.more, secs(res.more.took()), secs(res.moreFromLast))
+	benchutil.Logf("created %d pods in %s; target correct %s after the last create answered", cfg.more, secs(res.more.took()), secs(res.moreFromLast))
 	// Let the status writes and events of the last resize land.
 	select {
 	case <-ctx.Done():
@@ -459,8 +459,4 @@ func statusSizes(ctx context.Context, client versioned.Interface) (map[string]st
 		}
 	}
 	return out, nil
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }

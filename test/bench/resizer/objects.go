@@ -19,7 +19,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 const (
@@ -237,12 +237,12 @@ func createMany(ctx context.Context, what string, n, workers int, create func(ct
 			case <-stop:
 				return
 			case <-t.C:
-				logf("  %d of %d %s created", done.Load(), n, what)
+				benchutil.Logf("  %d of %d %s created", done.Load(), n, what)
 			}
 		}
 	}()
 	c := creation{n: n, first: time.Now()}
-	err := parallel(ctx, n, workers, func(i int) error {
+	err := benchutil.Parallel(ctx, n, workers, func(i int) error {
 		if err := create(ctx, i); err != nil {
 			return err
 		}
@@ -251,43 +251,6 @@ func createMany(ctx context.Context, what string, n, workers int, create func(ct
 	})
 	c.last = time.Now()
 	return c, err
-}
-
-// parallel runs f(0..n-1) on workers goroutines; the first error, or the
-// end of ctx, stops handing out more.
-func parallel(ctx context.Context, n, workers int, f func(i int) error) error {
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	failed := make(chan struct{})
-	next := make(chan int)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					once.Do(func() { first = err; close(failed) })
-				}
-			}
-		}()
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-		case <-failed:
-			break feed
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
 }
 
 func createNodes(ctx context.Context, kube kubernetes.Interface, n, workers int) (creation, error) {

@@ -27,8 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // observation is a value of a target's managed request, as the watch
@@ -186,28 +186,8 @@ func watchTargets(ctx context.Context, kube kubernetes.Interface, t *tracker) er
 	for i := range l.Items {
 		t.observe(watch.Event{Type: watch.Added, Object: &l.Items[i]}, now)
 	}
-	lw := &cache.ListWatch{WatchFuncWithContext: deployments.Watch}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, lw)
-	if err != nil {
+	if err := benchutil.Watch(ctx, l.ResourceVersion, deployments.Watch, t.observe); err != nil {
 		return fmt.Errorf("watching the target Deployments: %w", err)
 	}
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if ev.Type == watch.Error {
-					logf("watch error: %v", ev.Object)
-					continue
-				}
-				t.observe(ev, time.Now())
-			}
-		}
-	}()
 	return nil
 }
