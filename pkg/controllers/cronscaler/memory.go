@@ -20,97 +20,13 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
-
-	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
-
-const (
-	defaultSuccessfulHistoryLimit = 3
-	defaultFailedHistoryLimit     = 3
-)
-
-func metaTime(t time.Time) *metav1.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &metav1.Time{Time: t}
-}
-
-// recordSuccess adds a successful execution, newest first, within the rule's
-// limit.
-func recordSuccess(h *autoscalingv1alpha1.ExecutionHistory, rule *autoscalingv1alpha1.CronFederatedHPARule, e autoscalingv1alpha1.SuccessfulExecution) {
-	limit := int(ptr.Deref(rule.SuccessfulHistoryLimit, defaultSuccessfulHistoryLimit))
-	h.SuccessfulExecutions = prepend(h.SuccessfulExecutions, e, limit)
-	setLastScheduleTime(h, e.ScheduleTime.Time)
-}
-
-// recordFailure adds a failed or missed execution, newest first, within the
-// rule's limit; a limit of 0 keeps none but still moves lastScheduleTime, so
-// the scheduled time is never run again.
-func recordFailure(h *autoscalingv1alpha1.ExecutionHistory, rule *autoscalingv1alpha1.CronFederatedHPARule, e autoscalingv1alpha1.FailedExecution) {
-	limit := int(ptr.Deref(rule.FailedHistoryLimit, defaultFailedHistoryLimit))
-	h.FailedExecutions = prepend(h.FailedExecutions, e, limit)
-	setLastScheduleTime(h, e.ScheduleTime.Time)
-}
-
-func setLastScheduleTime(h *autoscalingv1alpha1.ExecutionHistory, t time.Time) {
-	if h.LastScheduleTime == nil || t.After(h.LastScheduleTime.Time) {
-		h.LastScheduleTime = metaTime(t)
-	}
-}
-
-// prepend puts e first and keeps at most limit entries (none for limit <= 0).
-func prepend[T any](list []T, e T, limit int) []T {
-	if limit <= 0 {
-		return nil
-	}
-	out := make([]T, 0, min(len(list)+1, limit))
-	out = append(out, e)
-	for _, x := range list {
-		if len(out) == limit {
-			break
-		}
-		out = append(out, x)
-	}
-	return out
-}
-
-// findHistory returns the history of the named rule in status.
-func findHistory(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) (autoscalingv1alpha1.ExecutionHistory, bool) {
-	for i := range status.ExecutionHistories {
-		if status.ExecutionHistories[i].RuleName == rule {
-			return *status.ExecutionHistories[i].DeepCopy(), true
-		}
-	}
-	return autoscalingv1alpha1.ExecutionHistory{RuleName: rule}, false
-}
-
-// lastHandled is the latest scheduled time the history says was handled
-// (applied, failed or missed). It is read from what every schema stores, the
-// newest scheduleTime of the successful and failed executions, and from
-// lastScheduleTime where the schema keeps it (Karmada's prunes it; it also
-// still counts a failure that failedHistoryLimit 0 did not keep).
-func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
-	var last time.Time
-	later := func(t *metav1.Time) {
-		if t != nil && t.Time.After(last) {
-			last = t.Time
-		}
-	}
-	later(h.LastScheduleTime)
-	for i := range h.SuccessfulExecutions {
-		later(h.SuccessfulExecutions[i].ScheduleTime)
-	}
-	for i := range h.FailedExecutions {
-		later(h.FailedExecutions[i].ScheduleTime)
-	}
-	return last
-}
 
 // memory is what this process knows about CronFederatedHPAs that their
 // status, as the informer cache shows it, may not say yet.

@@ -1,0 +1,283 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// firing is one rule's due scheduled time and what it sets.
+type firing struct {
+	plan *rulePlan
+	vals values
+	// err says why the rule cannot be applied to this target.
+	err error
+	// won are the fields this firing sets that no later firing sets.
+	won values
+}
+
+// fire records missed scheduled times and runs the due firings with one
+// write to the target. When several due firings set the same field (after
+// downtime, say), the latest scheduled one wins and the others are recorded
+// as superseded, so the target does not flap through stale values.
+//
+// A transient failure of the target write (a 5xx, a timeout, a webhook that
+// is down) is retried while the firings may still run: each attempt's reason
+// is a Warning event, nextExecutionTime keeps naming the firing being
+// retried, the missed scheduled times found are recorded all the same, and
+// the sync is requeued for the next attempt. The firing is recorded as
+// failed, with the last reason, once it is given up (recordMissed).
+//
+// It reports whether it wrote, or tried to write, the target.
+func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, now time.Time) bool {
+	t, targetErr := parseTarget(obj.Spec.ScaleTargetRef)
+	var due []*firing
+	for i := range plans {
+		p := &plans[i]
+		if p.due.IsZero() {
+			continue
+		}
+		f := &firing{plan: p, err: targetErr}
+		if f.err == nil {
+			f.vals, f.err = ruleValues(t, p.rule)
+		}
+		due = append(due, f)
+	}
+	// Oldest first; among equal times, spec order.
+	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.due.Before(due[j].plan.due) })
+	merged := mergeFirings(due)
+
+	var applyErr error
+	wrote := merged != (values{})
+	if wrote {
+		applyErr = c.apply(ctx, obj.Namespace, t, merged)
+	}
+	transient := applyErr != nil && !isPermanent(applyErr)
+	switch {
+	case transient && isUnreachable(applyErr):
+		// Every object with a firing due says the same, every few
+		// seconds, while the control plane is down; the outage itself
+		// is logged once by the manager's API server probe.
+		klog.FromContext(ctx).V(4).Info("Target write got no answer from the apiserver, will retry", "target", t.String(), "err", applyErr)
+	case transient:
+		klog.FromContext(ctx).Info("Target write failed for a transient reason, will retry", "target", t.String(), "err", applyErr)
+	}
+
+	for i := range plans {
+		c.recordMissed(obj, &plans[i], now)
+	}
+	retries := map[string]firingRetry{}
+	for _, f := range due {
+		if transient && f.err == nil {
+			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
+			continue
+		}
+		c.recordFiring(obj, t, f, due, applyErr, now)
+	}
+	c.memory.setRetries(cache.MetaObjectToName(obj), obj.UID, retries)
+	for i := range plans {
+		if plans[i].invalid != nil {
+			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].rule.Name, plans[i].invalid)
+		}
+	}
+	return wrote
+}
+
+// mergeFirings returns what one write sets for the due firings (oldest
+// first): the latest firing setting a field wins it.
+func mergeFirings(due []*firing) values {
+	var merged values
+	var owners [3]*firing
+	for _, f := range due {
+		if f.err != nil {
+			continue
+		}
+		if f.vals.replicas != nil {
+			merged.replicas, owners[0] = f.vals.replicas, f
+		}
+		if f.vals.min != nil {
+			merged.min, owners[1] = f.vals.min, f
+		}
+		if f.vals.max != nil {
+			merged.max, owners[2] = f.vals.max, f
+		}
+	}
+	if owners[0] != nil {
+		owners[0].won.replicas = merged.replicas
+	}
+	if owners[1] != nil {
+		owners[1].won.min = merged.min
+	}
+	if owners[2] != nil {
+		owners[2].won.max = merged.max
+	}
+	return merged
+}
+
+// retryFiring leaves the plan's firing to be tried again: nextExecutionTime
+// stays its scheduled time (it is still to run), the attempt's reason is a
+// Warning event, and the next attempt comes with exponential backoff, never
+// later than the firing's deadline, when it is given up.
+//
+// Attempts the apiserver did not answer at all (see isUnreachable) are
+// counted apart: they cost nothing but a failed dial and their events could
+// not be delivered, so they are retried every few seconds for the first
+// minutes (a restart of the control plane), then at most every 30 s, and
+// only the first of them is an event. An answered attempt after them backs
+// off from its own count.
+func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
+	if !ok || !r.slot.Equal(p.due) {
+		r = firingRetry{slot: p.due, first: now}
+	}
+	r.attempts++
+	r.lastErr = err.Error()
+	unreachable := isUnreachable(err)
+	var backoff time.Duration
+	if unreachable {
+		r.unanswered++
+		backoff = unreachableBackoff(r.unanswered, now.Sub(r.first))
+	} else {
+		r.answered++
+		r.lastAnswer = err.Error()
+		backoff = retryBackoff(r.answered)
+	}
+	p.history.NextExecutionTime = metaTime(p.due)
+	p.retryAt = now.Add(backoff)
+	if p.retryAt.After(p.deadline) {
+		p.retryAt = p.deadline
+	}
+	if unreachable && r.unanswered > 1 {
+		return r
+	}
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
+		p.rule.Name, p.due.UTC().Format(time.RFC3339), r.attempts, p.deadline.UTC().Format(time.RFC3339), err)
+	return r
+}
+
+// unreachableBackoff is the wait after the n-th attempt the apiserver did
+// not answer, the first of them since the firing's first attempt: as
+// retryBackoff, at most maxUnreachableBackoff during the first
+// fastUnreachableRetries (how late after a restart of the control plane a
+// firing still in time runs), at most maxUnreachableSlowBackoff after.
+func unreachableBackoff(n int, since time.Duration) time.Duration {
+	if since < fastUnreachableRetries {
+		return min(retryBackoff(n), maxUnreachableBackoff)
+	}
+	return min(retryBackoff(n), maxUnreachableSlowBackoff)
+}
+
+// retryBackoff is the wait after attempt n of a firing: 1s doubling, at most
+// 5 minutes, so a target that is down for hours costs a few requests.
+func retryBackoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < maxRetryBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryBackoff)
+}
+
+const (
+	maxRetryBackoff           = 5 * time.Minute
+	maxUnreachableBackoff     = 4 * time.Second
+	maxUnreachableSlowBackoff = 30 * time.Second
+	fastUnreachableRetries    = 2 * time.Minute
+)
+
+func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t target, f *firing, due []*firing, applyErr error, now time.Time) {
+	p := f.plan
+	scheduled := p.due.UTC().Format(time.RFC3339)
+	fail := func(result, reason, msg string) {
+		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+			ScheduleTime: metaTime(p.due), ExecutionTime: metaTime(now), Message: msg,
+		})
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Rule %q (scheduled %s): %s", p.rule.Name, scheduled, msg)
+		firings.WithLabelValues(result).Inc()
+	}
+	switch {
+	case f.err != nil:
+		firingSkew.Observe(now.Sub(p.due).Seconds())
+		fail(resultFailed, reasonScaleFailed, f.err.Error())
+	case f.won == (values{}):
+		by := latestSetting(f, due)
+		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied instead",
+			by.plan.rule.Name, by.plan.due.UTC().Format(time.RFC3339), t))
+	case applyErr != nil:
+		firingSkew.Observe(now.Sub(p.due).Seconds())
+		fail(resultFailed, reasonScaleFailed, applyErr.Error())
+	default:
+		firingSkew.Observe(now.Sub(p.due).Seconds())
+		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
+			ScheduleTime:       metaTime(p.due),
+			ExecutionTime:      metaTime(now),
+			AppliedReplicas:    f.won.replicas,
+			AppliedMinReplicas: f.won.min,
+			AppliedMaxReplicas: f.won.max,
+		})
+		c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reasonScaled,
+			fmt.Sprintf("Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t))
+		firings.WithLabelValues(resultSuccess).Inc()
+	}
+}
+
+// normalEventf emits a Normal event if the controller's event rate allows it
+// (see normalEventQPS) and counts it as dropped otherwise.
+func (c *Controller) normalEventf(obj *autoscalingv1alpha1.CronFederatedHPA, reason, messageFmt string, args ...any) {
+	if !c.normalEvents.TryAccept() {
+		droppedEvents.Inc()
+		return
+	}
+	c.recorder.Eventf(obj, corev1.EventTypeNormal, reason, messageFmt, args...)
+}
+
+// latestSetting returns the last due firing that sets a field f sets.
+func latestSetting(f *firing, due []*firing) *firing {
+	by := f
+	for _, g := range due {
+		if g.err == nil && (f.vals.replicas != nil && g.vals.replicas != nil || f.vals.min != nil && g.vals.min != nil || f.vals.max != nil && g.vals.max != nil) {
+			by = g
+		}
+	}
+	return by
+}
+
+func describe(v values) string {
+	s := ""
+	add := func(name string, p *int32) {
+		if p == nil {
+			return
+		}
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s to %d", name, *p)
+	}
+	add("replicas", v.replicas)
+	add("minReplicas", v.min)
+	add("maxReplicas", v.max)
+	return s
+}

@@ -1,0 +1,182 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// recordMissed records the plan's missed scheduled times. The first of them
+// may be a firing that was being retried and is now too late. If the
+// apiserver answered any of its attempts, it failed, and is recorded with the
+// reason of its last answered attempt rather than as missed. If none was answered, the
+// control plane was down from the scheduled time to the deadline: the firing
+// could not be tried, and is recorded as missed, saying so.
+func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, now time.Time) {
+	if p.missed == 0 {
+		return
+	}
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
+	if !ok || !r.slot.Equal(p.firstMissed) {
+		c.recordMissedRange(obj, p, p.missed, p.firstMissed, now)
+		return
+	}
+	if r.answered == 0 {
+		c.recordUnreachable(obj, p, r, now)
+	} else {
+		msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
+			r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastAnswer)
+		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+			ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
+		})
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
+		firings.WithLabelValues(resultFailed).Inc()
+	}
+	if p.missed > 1 {
+		c.recordMissedRange(obj, p, p.missed-1, p.secondMissed, now)
+	}
+}
+
+// recordUnreachable records a firing none of whose attempts reached the
+// apiserver as missed.
+func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingRetry, now time.Time) {
+	msg := fmt.Sprintf("missed the scheduled time %s: the API server could not be reached from %s to %s, past the time the rule may still run (%d attempts, the last with: %s)",
+		r.slot.UTC().Format(time.RFC3339), r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.attempts, r.lastErr)
+	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+		ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
+	})
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
+	missedFirings.Inc()
+	firings.WithLabelValues(resultMissed).Inc()
+}
+
+// recordMissedRange records count missed scheduled times from first to the
+// plan's lastMissed as one failed execution.
+func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, count int, first, now time.Time) {
+	var msg string
+	switch {
+	case count >= maxCountedMisses:
+		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+	case count > 1:
+		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+	default:
+		msg = fmt.Sprintf("missed the scheduled time %s", p.lastMissed.UTC().Format(time.RFC3339))
+	}
+	if d := p.rule.MaxDelaySeconds; d != nil {
+		msg += fmt.Sprintf(": found %s late, more than maxDelaySeconds (%d), or superseded by a later scheduled time", now.Sub(p.lastMissed).Round(time.Second), *d)
+	} else {
+		msg += ": a later scheduled time had already come when it was found (was the controller down?)"
+	}
+	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+		ScheduleTime: metaTime(p.lastMissed), ExecutionTime: metaTime(now), Message: msg,
+	})
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
+	missedFirings.Add(float64(count))
+	firings.WithLabelValues(resultMissed).Inc()
+}
+
+const (
+	defaultSuccessfulHistoryLimit = 3
+	defaultFailedHistoryLimit     = 3
+)
+
+func metaTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
+}
+
+// recordSuccess adds a successful execution, newest first, within the rule's
+// limit.
+func recordSuccess(h *autoscalingv1alpha1.ExecutionHistory, rule *autoscalingv1alpha1.CronFederatedHPARule, e autoscalingv1alpha1.SuccessfulExecution) {
+	limit := int(ptr.Deref(rule.SuccessfulHistoryLimit, defaultSuccessfulHistoryLimit))
+	h.SuccessfulExecutions = prepend(h.SuccessfulExecutions, e, limit)
+	setLastScheduleTime(h, e.ScheduleTime.Time)
+}
+
+// recordFailure adds a failed or missed execution, newest first, within the
+// rule's limit; a limit of 0 keeps none but still moves lastScheduleTime, so
+// the scheduled time is never run again.
+func recordFailure(h *autoscalingv1alpha1.ExecutionHistory, rule *autoscalingv1alpha1.CronFederatedHPARule, e autoscalingv1alpha1.FailedExecution) {
+	limit := int(ptr.Deref(rule.FailedHistoryLimit, defaultFailedHistoryLimit))
+	h.FailedExecutions = prepend(h.FailedExecutions, e, limit)
+	setLastScheduleTime(h, e.ScheduleTime.Time)
+}
+
+func setLastScheduleTime(h *autoscalingv1alpha1.ExecutionHistory, t time.Time) {
+	if h.LastScheduleTime == nil || t.After(h.LastScheduleTime.Time) {
+		h.LastScheduleTime = metaTime(t)
+	}
+}
+
+// prepend puts e first and keeps at most limit entries (none for limit <= 0).
+func prepend[T any](list []T, e T, limit int) []T {
+	if limit <= 0 {
+		return nil
+	}
+	out := make([]T, 0, min(len(list)+1, limit))
+	out = append(out, e)
+	for _, x := range list {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// findHistory returns the history of the named rule in status.
+func findHistory(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) (autoscalingv1alpha1.ExecutionHistory, bool) {
+	for i := range status.ExecutionHistories {
+		if status.ExecutionHistories[i].RuleName == rule {
+			return *status.ExecutionHistories[i].DeepCopy(), true
+		}
+	}
+	return autoscalingv1alpha1.ExecutionHistory{RuleName: rule}, false
+}
+
+// lastHandled is the latest scheduled time the history says was handled
+// (applied, failed or missed). It is read from what every schema stores, the
+// newest scheduleTime of the successful and failed executions, and from
+// lastScheduleTime where the schema keeps it (Karmada's prunes it; it also
+// still counts a failure that failedHistoryLimit 0 did not keep).
+func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
+	var last time.Time
+	later := func(t *metav1.Time) {
+		if t != nil && t.Time.After(last) {
+			last = t.Time
+		}
+	}
+	later(h.LastScheduleTime)
+	for i := range h.SuccessfulExecutions {
+		later(h.SuccessfulExecutions[i].ScheduleTime)
+	}
+	for i := range h.FailedExecutions {
+		later(h.FailedExecutions[i].ScheduleTime)
+	}
+	return last
+}

@@ -1,0 +1,120 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// record writes the status of the firings fireSync applied and left in
+// memory, if the status is still to be written. A failed write is retried by
+// the caller; the firings stay in memory meanwhile, and a sync of the object
+// plans from them.
+//
+// The Normal events of the firings are emitted once their status is written
+// (see deferredEvents).
+func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
+	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.memory.forget(key)
+		c.deferred.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if status, ok := c.memory.pendingStatus(key, obj); ok {
+		if err := c.writeStatus(ctx, obj, status); err != nil {
+			return err
+		}
+	}
+	for _, e := range c.deferred.take(key, obj.UID) {
+		c.normalEventf(obj, e.reason, "%s", e.message)
+	}
+	return nil
+}
+
+// updateStatus writes the planned histories (see plannedStatus) with the
+// resourceVersion the sync read: a stale cache makes it conflict instead of
+// overwriting newer status. It writes nothing when nothing changed. A failed
+// write is retried by the caller; the histories recorded in this sync are in
+// memory, so the retry writes them without firing again.
+func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan) error {
+	status := c.plannedStatus(plans)
+	err := c.writeStatus(ctx, obj, status)
+	if err != nil {
+		c.memory.setPending(cache.MetaObjectToName(obj), obj.UID, status.ExecutionHistories)
+	}
+	return err
+}
+
+// plannedStatus is the planned histories, in spec order, as the installed
+// schema stores them (lastScheduleTime only where it is kept).
+func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
+	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
+	for i := range plans {
+		h := plans[i].history
+		if !c.stored.LastScheduleTime {
+			h.LastScheduleTime = nil
+		}
+		status.ExecutionHistories = append(status.ExecutionHistories, h)
+	}
+	return status
+}
+
+// writeStatus writes status unless the object read already has it, with the
+// resourceVersion the sync read: a stale cache makes it conflict instead of
+// overwriting newer status. What the apiserver stored is remembered until the
+// cache shows it. A failed write is retried by the caller.
+func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, status autoscalingv1alpha1.CronFederatedHPAStatus) error {
+	key := cache.MetaObjectToName(obj)
+	if sameStatus(obj.Status, status) {
+		c.memory.settled(key, obj.UID)
+		return nil
+	}
+	updated := obj.DeepCopy()
+	updated.Status = status
+	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		c.memory.setWritten(key, obj.UID, stored.Status)
+		return nil
+	case apierrors.IsNotFound(err):
+		// Deleted meanwhile: nothing left to record.
+		c.memory.forget(key)
+		return nil
+	case apierrors.IsConflict(err):
+		// The cache is behind; the retry reads the newer object.
+		return fmt.Errorf("status of %s changed meanwhile, will retry with the newer object: %w", klog.KObj(obj), err)
+	}
+	if !isUnreachable(err) {
+		// While the apiserver gives no answer an event could not be
+		// delivered either; the error is logged by the caller.
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonStatusNotStored, "Could not record the rules' executions in status, will retry: %v", err)
+	}
+	return fmt.Errorf("updating the status of %s: %w", klog.KObj(obj), err)
+}

@@ -1,0 +1,177 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// fireSync fires the object's due rules and returns when to sync it again
+// (0: only on change). A sync that wrote (or tried to write) the target
+// leaves its status in memory and returns record true: the caller writes it
+// with record, after the other firings due (targets first). Any other sync
+// writes its status itself.
+func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.Duration, bool, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "cronFederatedHPA", key)
+	ctx = klog.NewContext(ctx, logger)
+	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		c.memory.forget(key)
+		c.deferred.forget(key)
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	base := c.memory.base(key, obj)
+	if base == nil {
+		// The cache has not caught up with this process's last status
+		// write: planning from it could apply a firing twice.
+		live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c.memory.forget(key)
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+		}
+		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
+		obj = live
+		c.memory.forgetWritten(key, obj.UID)
+		base = obj.Status.DeepCopy()
+	}
+	if dups := duplicateRuleNames(obj.Spec.Rules); len(dups) > 0 {
+		return 0, false, c.refuse(ctx, obj, base, dups)
+	}
+	c.memory.accept(key, obj.UID)
+	now := c.clock.Now()
+
+	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
+	plans := c.plan(obj, base, replanAll, replanRules, now)
+	wrote := c.fire(ctx, obj, plans, now)
+	record := false
+	if wrote {
+		// The histories planned here are the only record of the firings
+		// until record writes them; the next sync plans from them.
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories)
+		record = true
+	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
+		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
+		// Retried with backoff; the next firing is kept all the same.
+		d, _ := nextRequeue(plans, c.clock.Now())
+		return d, false, err
+	}
+	d, ok := nextRequeue(plans, c.clock.Now())
+	if !ok {
+		return 0, record, nil
+	}
+	logger.V(4).Info("Requeued until the next firing", "after", d)
+	return d, record, nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// duplicateRuleNames returns the names used by more than one rule.
+func duplicateRuleNames(rules []autoscalingv1alpha1.CronFederatedHPARule) []string {
+	seen := make(map[string]int, len(rules))
+	var dups []string
+	for i := range rules {
+		seen[rules[i].Name]++
+		if seen[rules[i].Name] == 2 {
+			dups = append(dups, rules[i].Name)
+		}
+	}
+	return dups
+}
+
+// refuse handles an object whose rules share names: a rule's name is the key
+// of its history, so such rules would read and overwrite each other's history
+// and one of them would never fire. No rule of the object runs; status keeps
+// its histories but promises no next execution; a Warning event says why,
+// once per change of the object. The CRD and the webhook reject such objects;
+// this covers a cluster with neither (Karmada's CRD without its webhook).
+func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, dups []string) error {
+	if c.memory.refuse(cache.MetaObjectToName(obj), obj.UID, obj.Generation) {
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonDuplicateRules,
+			"Rule names %q are used by more than one rule; a rule's name is the key of its history, so no rule of this object runs until every rule has a name of its own", dups)
+		klog.FromContext(ctx).Info("Refusing a CronFederatedHPA whose rules share names", "names", dups)
+	}
+	status := base.DeepCopy()
+	for i := range status.ExecutionHistories {
+		status.ExecutionHistories[i].NextExecutionTime = nil
+	}
+	return c.writeStatus(ctx, obj, *status)
+}
+
+// plan plans every rule of the object from base, its status as this sync
+// found it (see memory.base).
+func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll bool, replan map[string]bool, now time.Time) []rulePlan {
+	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
+	for i := range obj.Spec.Rules {
+		rule := &obj.Spec.Rules[i]
+		sched, err := c.schedules.get(rule)
+		history, found := findHistory(base, rule.Name)
+		var start time.Time
+		if !found {
+			start = ruleStart(obj, base, now)
+		}
+		plans = append(plans, planRule(rule, history, sched, err, replanAll || replan[rule.Name], start, now))
+	}
+	return plans
+}
+
+// ruleStart is when a rule with no history came to exist, the time its first
+// sight plans from (as the CronJob controller plans a new CronJob from its
+// creation). It is the object's creation when status has no history at all
+// (the object was never synced). Otherwise the rule was added to an existing
+// object: the last change of the object's spec or metadata (the newest time
+// in its managed fields, status writes aside), which is when the generation
+// that added the rule was written, or later. (A rule added while the
+// controller watched was marked for a replan by the event handler instead,
+// which plans from the moment it was seen.) Never after now, so a clock
+// behind the apiserver's cannot make a rule skip its present.
+func ruleStart(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, now time.Time) time.Time {
+	start := obj.CreationTimestamp.Time
+	if len(base.ExecutionHistories) > 0 {
+		for _, f := range obj.ManagedFields {
+			if f.Subresource == "" && f.Time != nil && f.Time.Time.After(start) {
+				start = f.Time.Time
+			}
+		}
+	}
+	if start.IsZero() || start.After(now) {
+		return now
+	}
+	return start
+}
