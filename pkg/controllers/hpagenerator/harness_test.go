@@ -283,14 +283,19 @@ func (h *harness) queued() []cache.ObjectName {
 
 // apiserver models what kube-apiserver does to HPA writes that matters here:
 // a JSON round trip (omitempty, canonical quantities), its defaults, UIDs,
-// resourceVersions with optimistic concurrency, status kept on update, and
-// the UID precondition of delete. createErr, when set, fails creates.
+// resourceVersions with optimistic concurrency, status kept on update, the
+// writer's field manager in managedFields, and the UID and resourceVersion
+// preconditions of delete. createErr, when set, fails creates (and
+// updateErr updates); dropTolerance plays a server that does not keep
+// behavior's tolerance (the HPAConfigurableTolerance gate off).
 type apiserver struct {
-	mu        sync.Mutex
-	kube      *kubefake.Clientset
-	rv        int
-	uids      int
-	createErr error
+	mu            sync.Mutex
+	kube          *kubefake.Clientset
+	rv            int
+	uids          int
+	createErr     error
+	updateErr     error
+	dropTolerance bool
 }
 
 func newAPIServer(kube *kubefake.Clientset) *apiserver {
@@ -310,7 +315,8 @@ func (s *apiserver) react(action clienttesting.Action) (bool, runtime.Object, er
 		if s.createErr != nil {
 			return true, nil, s.createErr
 		}
-		hpa := stored(a.GetObject().(*autoscalingv2.HorizontalPodAutoscaler))
+		hpa := s.stored(a.GetObject().(*autoscalingv2.HorizontalPodAutoscaler))
+		recordManager(hpa, action.(clienttesting.CreateActionImpl).GetCreateOptions().FieldManager)
 		if _, err := tracker.Get(hpaResource, a.GetNamespace(), hpa.Name); err == nil {
 			return true, nil, apierrors.NewAlreadyExists(hpaResource.GroupResource(), hpa.Name)
 		}
@@ -321,7 +327,11 @@ func (s *apiserver) react(action clienttesting.Action) (bool, runtime.Object, er
 		return true, hpa, tracker.Create(hpaResource, hpa, a.GetNamespace())
 	case "update":
 		a := action.(clienttesting.UpdateAction)
-		hpa := stored(a.GetObject().(*autoscalingv2.HorizontalPodAutoscaler))
+		if s.updateErr != nil && a.GetSubresource() == "" {
+			return true, nil, s.updateErr
+		}
+		hpa := s.stored(a.GetObject().(*autoscalingv2.HorizontalPodAutoscaler))
+		recordManager(hpa, action.(clienttesting.UpdateActionImpl).GetUpdateOptions().FieldManager)
 		obj, err := tracker.Get(hpaResource, a.GetNamespace(), hpa.Name)
 		if err != nil {
 			return true, nil, err
@@ -345,8 +355,14 @@ func (s *apiserver) react(action clienttesting.Action) (bool, runtime.Object, er
 		if err != nil {
 			return true, nil, err
 		}
-		if uid := a.GetDeleteOptions().Preconditions; uid != nil && uid.UID != nil && *uid.UID != obj.(*autoscalingv2.HorizontalPodAutoscaler).UID {
-			return true, nil, apierrors.NewConflict(hpaResource.GroupResource(), a.GetName(), fmt.Errorf("precondition failed: UID in precondition: %s", *uid.UID))
+		have := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+		if pre := a.GetDeleteOptions().Preconditions; pre != nil {
+			if pre.UID != nil && *pre.UID != have.UID {
+				return true, nil, apierrors.NewConflict(hpaResource.GroupResource(), a.GetName(), fmt.Errorf("precondition failed: UID in precondition: %s", *pre.UID))
+			}
+			if pre.ResourceVersion != nil && *pre.ResourceVersion != have.ResourceVersion {
+				return true, nil, apierrors.NewConflict(hpaResource.GroupResource(), a.GetName(), fmt.Errorf("precondition failed: ResourceVersion in precondition: %s", *pre.ResourceVersion))
+			}
 		}
 		return true, nil, tracker.Delete(hpaResource, a.GetNamespace(), a.GetName())
 	}
@@ -356,6 +372,33 @@ func (s *apiserver) react(action clienttesting.Action) (bool, runtime.Object, er
 func (s *apiserver) nextRV() string {
 	s.rv++
 	return strconv.Itoa(s.rv)
+}
+
+// recordManager adds the writer's field manager to managedFields, as the
+// apiserver does (without the field sets, which nothing here reads).
+func recordManager(hpa *autoscalingv2.HorizontalPodAutoscaler, manager string) {
+	if manager == "" {
+		return
+	}
+	for _, e := range hpa.ManagedFields {
+		if e.Manager == manager {
+			return
+		}
+	}
+	hpa.ManagedFields = append(hpa.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "autoscaling/v2"})
+}
+
+// stored is the package's stored, with what this server drops dropped.
+func (s *apiserver) stored(in *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscaler {
+	out := stored(in)
+	if b := out.Spec.Behavior; s.dropTolerance && b != nil {
+		for _, rules := range []*autoscalingv2.HPAScalingRules{b.ScaleUp, b.ScaleDown} {
+			if rules != nil {
+				rules.Tolerance = nil
+			}
+		}
+	}
+	return out
 }
 
 // stored returns the HPA as kube-apiserver would store it: through JSON, then

@@ -121,16 +121,34 @@ func controllingLWS(hpa *autoscalingv2.HorizontalPodAutoscaler) (string, bool) {
 
 // isOurs reports whether the HPA belongs to this LeaderWorkerSet (this one,
 // by UID, not an earlier one of the same name): its controller reference
-// points to it, or, when the HPA has no controller at all, one of its owner
-// references does. The second case adopts back an HPA whose controller flag
-// was cleared by hand: a UID is never reused, so only this LeaderWorkerSet
-// can have been its controller, and repairing the reference is drift repair.
+// points to it, or, when the HPA has no controller at all, it can be shown
+// that the generator made it for this LeaderWorkerSet: an owner reference to
+// it and an entry of the generator's field manager in managedFields. The
+// second case adopts back an HPA whose controller flag was cleared by hand
+// (repairing the reference is drift repair). An owner reference alone is not
+// enough: other tools (controllerutil.SetOwnerReference, kubectl-made
+// manifests) add plain owner references to HPAs they own, and taking such an
+// HPA as ours would delete or overwrite it.
 func isOurs(hpa *autoscalingv2.HorizontalPodAutoscaler, lws *lwsv1.LeaderWorkerSet) bool {
 	if ref := metav1.GetControllerOfNoCopy(hpa); ref != nil {
 		return ref.UID == lws.UID
 	}
-	for i := range hpa.OwnerReferences {
-		if hpa.OwnerReferences[i].UID == lws.UID {
+	return hasOwnerReference(hpa, lws) && writtenByGenerator(hpa)
+}
+
+// hasOwnerReference reports whether one of the HPA's owner references
+// points to this LeaderWorkerSet, by UID.
+func hasOwnerReference(hpa *autoscalingv2.HorizontalPodAutoscaler, lws *lwsv1.LeaderWorkerSet) bool {
+	_, ok := findOwnerReference(hpa.OwnerReferences, lws.UID)
+	return ok
+}
+
+// writtenByGenerator reports whether the generator's field manager has
+// written the HPA: the API server records every create and update with it in
+// managedFields. The generator writes only HPAs it controls.
+func writtenByGenerator(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
+	for _, entry := range hpa.ManagedFields {
+		if entry.Manager == fieldManager {
 			return true
 		}
 	}

@@ -231,8 +231,13 @@ func (c *Controller) leaveForeign(ctx context.Context, lws *lwsv1.LeaderWorkerSe
 		return
 	}
 	controller := "no controller"
-	if ref != nil {
+	switch {
+	case ref != nil:
 		controller = fmt.Sprintf("controller %s %s", ref.Kind, ref.Name)
+	case hasOwnerReference(hpa, lws):
+		// A plain owner reference, as other tools write: owned, but
+		// not controlled, and not made by the generator.
+		controller = "an owner reference to this LeaderWorkerSet but no controller (not controlled by it, and not made by the hpa-generator)"
 	}
 	conflicts.WithLabelValues(conflictName).Inc()
 	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonConflict,

@@ -564,3 +564,37 @@ func TestProcessNextWorkItem(t *testing.T) {
 	for h.c.processNextWorkItem(h.ctx) {
 	}
 }
+
+// An HPA with a plain (not controller) owner reference to the
+// LeaderWorkerSet, as controllerutil.SetOwnerReference writes it, belongs to
+// whoever wrote it: it is neither deleted (no policy) nor overwritten (a
+// policy) — issue 18, item 1.
+func TestOwnedButNotControlledHPAIsNotOurs(t *testing.T) {
+	plainOwner := lwsOwner("web", "uid-web")
+	plainOwner.Controller = nil
+	plainOwner.BlockOwnerDeletion = nil
+	userHPA := func() *autoscalingv2.HorizontalPodAutoscaler {
+		hpa := targeting(foreignHPA("web", plainOwner), "web")
+		hpa.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate}}
+		return hpa
+	}
+
+	t.Run("no policy: not deleted", func(t *testing.T) {
+		h := newHarness(t, lws("web", nil), userHPA())
+		h.sync("web")
+		h.expectWrites()
+		h.expectNoEvents()
+		if !h.hpaExists("web") {
+			t.Error("the user's HPA was deleted")
+		}
+	})
+	t.Run("a policy: not overwritten", func(t *testing.T) {
+		h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))), userHPA())
+		h.sync("web")
+		h.expectWrites()
+		h.expectEvent("Warning HPAConflict", "web", "not controlled")
+		if got := h.getHPA("web"); !equality.Semantic.DeepEqual(got, userHPA()) {
+			t.Errorf("the user's HPA changed: %+v", got)
+		}
+	})
+}
