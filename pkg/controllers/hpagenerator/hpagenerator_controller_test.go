@@ -598,3 +598,42 @@ func TestOwnedButNotControlledHPAIsNotOurs(t *testing.T) {
 		}
 	})
 }
+
+// A user releases the HPA (removes its owner reference) and then removes the
+// policy, while the HPA cache still shows the HPA as ours: the delete is
+// conditional on the resourceVersion the decision was made from, so it
+// fails, and the retry, from the caught-up cache, leaves the released HPA
+// alone — issue 18, item 2.
+func TestDeleteFromStaleCacheKeepsReleasedHPA(t *testing.T) {
+	h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))))
+	h.sync("web")
+	ours := h.getHPA("web")
+	h.editHPA("web", func(hpa *autoscalingv2.HorizontalPodAutoscaler) { hpa.OwnerReferences = nil })
+	h.updateLWS("web", func(l *lwsv1.LeaderWorkerSet) { l.Spec.ScalePolicy = nil })
+	if err := h.hpaIndexer.Update(ours); err != nil { // The HPA cache lags.
+		t.Fatal(err)
+	}
+	h.kube.ClearActions()
+	err := h.trySync("web")
+	if !apierrors.IsConflict(err) {
+		t.Errorf("sync from the stale cache = %v, want a conflict to decide again", err)
+	}
+	writes := h.writes()
+	if len(writes) != 1 {
+		t.Fatalf("writes = %v, want one conditional delete", writes)
+	}
+	if pre := writes[0].(clienttesting.DeleteAction).GetDeleteOptions().Preconditions; pre == nil || ptr.Deref(pre.ResourceVersion, "") != ours.ResourceVersion {
+		t.Errorf("delete preconditions = %+v, want resourceVersion %s", pre, ours.ResourceVersion)
+	}
+	if !h.hpaExists("web") {
+		t.Fatal("the released HPA was deleted")
+	}
+	h.events()
+	h.refresh()
+	h.kube.ClearActions()
+	h.sync("web")
+	h.expectWrites()
+	if !h.hpaExists("web") {
+		t.Error("the released HPA was deleted after the cache caught up")
+	}
+}

@@ -86,20 +86,24 @@ func (c *Controller) updateHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 }
 
 // deleteHPA deletes the LeaderWorkerSet's HPA once its policy no longer asks
-// for one. The UID precondition makes sure the object deleted is the one the
-// cache showed as ours, not a newer one of the same name created meanwhile.
+// for one. The delete is conditional on what the decision was made from: the
+// UID (not a newer object of the same name) and the resourceVersion (not an
+// HPA changed meanwhile: a user who removed its owner reference released it,
+// and a cache that lags behind that must not delete it). A failed
+// precondition is retried, and the retry decides again from the newer object.
 func (c *Controller) deleteHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
-	uid := hpa.UID
+	uid, rv := hpa.UID, hpa.ResourceVersion
 	err := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(hpa.Namespace).Delete(ctx, hpa.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 	})
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		// The precondition failed: another object has the name now.
-		return fmt.Errorf("HorizontalPodAutoscaler %s was replaced meanwhile, will retry with the newer object: %w", klog.KObj(hpa), err)
+		// A precondition failed: the HPA changed, or another object has
+		// the name now.
+		return fmt.Errorf("HorizontalPodAutoscaler %s changed or was replaced since the cache showed it, not deleting it; will decide again from the newer object: %w", klog.KObj(hpa), err)
 	case isRejected(err):
 		c.warnRejected(lws, "delete", hpa, err)
 		return nil
