@@ -118,19 +118,26 @@ func (c *Controller) enqueueFor(ctx context.Context, hpa *autoscalingv2.Horizont
 
 // lwsKeysFor returns the LeaderWorkerSets whose sync depends on hpa:
 //   - its controlling LeaderWorkerSet, to repair drift or recreate it;
-//   - for an HPA no LeaderWorkerSet controls, the LeaderWorkerSet of the same
-//     name, which it blocks: when it goes away (or is changed), that one may
-//     take the name over;
+//   - the LeaderWorkerSet of the same name, whichever controls the HPA (none,
+//     another LeaderWorkerSet, something else): the HPA blocks it, and when
+//     the HPA goes away (or is changed), that one may take the name over;
 //   - the LeaderWorkerSet it scales, if any, which it blocks from getting an
 //     HPA of its own while it targets it.
 func lwsKeysFor(hpa *autoscalingv2.HorizontalPodAutoscaler) []cache.ObjectName {
-	name, ok := controllingLWS(hpa)
-	if !ok {
-		name = hpa.Name
+	keys := []cache.ObjectName{{Namespace: hpa.Namespace, Name: hpa.Name}}
+	add := func(name string) {
+		for _, k := range keys {
+			if k.Name == name {
+				return
+			}
+		}
+		keys = append(keys, cache.ObjectName{Namespace: hpa.Namespace, Name: name})
 	}
-	keys := []cache.ObjectName{{Namespace: hpa.Namespace, Name: name}}
-	if target, ok := lwsTarget(hpa); ok && target != name {
-		keys = append(keys, cache.ObjectName{Namespace: hpa.Namespace, Name: target})
+	if name, ok := controllingLWS(hpa); ok {
+		add(name)
+	}
+	if target, ok := lwsTarget(hpa); ok {
+		add(target)
 	}
 	return keys
 }

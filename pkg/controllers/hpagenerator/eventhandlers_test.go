@@ -68,7 +68,7 @@ func TestHPAEventsEnqueue(t *testing.T) {
 		hpa  *autoscalingv2.HorizontalPodAutoscaler
 		want []cache.ObjectName
 	}{
-		{name: "controlled by a LeaderWorkerSet", hpa: foreignHPA("x", lwsOwner("web", "uid-web")), want: keys("web")},
+		{name: "controlled by a LeaderWorkerSet: it and the same name", hpa: foreignHPA("x", lwsOwner("web", "uid-web")), want: keys("web", "x")},
 		{name: "no controller: the same name", hpa: foreignHPA("web"), want: keys("web")},
 		{name: "controlled by a Deployment: the same name", hpa: foreignHPA("api", deploymentOwner("api")), want: keys("api")},
 		{name: "owned but not controlled by a LeaderWorkerSet: the same name", hpa: foreignHPA("x", func() metav1.OwnerReference {

@@ -637,3 +637,33 @@ func TestDeleteFromStaleCacheKeepsReleasedHPA(t *testing.T) {
 		t.Error("the released HPA was deleted after the cache caught up")
 	}
 }
+
+// The HPA web belongs to another LeaderWorkerSet and blocks LeaderWorkerSet
+// web; when it is deleted (as web's conflict event says to), web is
+// enqueued and takes the name at once, not at the next resync — issue 18,
+// item 4.
+func TestNameFreedByAnotherLeaderWorkerSetsHPAIsTakenOver(t *testing.T) {
+	other := targeting(foreignHPA("web", lwsOwner("other", "uid-other")), "other")
+	h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))), lws("other", nil), other)
+	h.sync("web")
+	h.expectEvent("Warning HPAConflict", "controller LeaderWorkerSet other")
+	h.expectWrites()
+
+	if err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(h.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	h.kube.ClearActions()
+	h.c.onHPADelete(h.ctx, other)
+	queued := h.queued()
+	if !equalKeys(queued, keys("other", "web")) {
+		t.Fatalf("queued %v, want default/other and default/web", queued)
+	}
+	for _, key := range queued {
+		h.sync(key.Name)
+	}
+	h.expectWrites("create")
+	if !isOurs(h.getHPA("web"), h.getLWS("web")) {
+		t.Error("the new HPA is not controlled by LeaderWorkerSet web")
+	}
+}
