@@ -19,7 +19,9 @@ package cronscaler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +41,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -100,6 +104,8 @@ type harness struct {
 	recorder *record.FakeRecorder
 	indexer  cache.Indexer
 	c        *Controller
+	// syncs and records are the controller's two queues.
+	syncs, records *heldQueue
 }
 
 func newHarness(t *testing.T, now time.Time, objects ...runtime.Object) *harness {
@@ -136,7 +142,7 @@ func newHarnessOn(t *testing.T, crd schemaVariant, now time.Time, objects ...run
 		return false, nil, nil
 	}
 	h.client.PrependReactor("create", "cronfederatedhpas", pruneWrites)
-	h.client.PrependReactor("update", "cronfederatedhpas", pruneWrites)
+	h.client.PrependReactor("update", "cronfederatedhpas", h.updateLikeAPIServer)
 	h.kube = kubefake.NewSimpleClientset(kube...)
 	h.scales = newScaleStore()
 	h.mapper = newTestMapper()
@@ -146,7 +152,8 @@ func newHarnessOn(t *testing.T, crd schemaVariant, now time.Time, objects ...run
 }
 
 // newController builds a controller as a restarted process would: new
-// memory, a cache listed fresh from the clientset.
+// memory, a cache listed fresh from the clientset. Its two queues are held
+// (see heldQueue), so the test decides when a delayed key comes back.
 func (h *harness) newController() {
 	h.t.Helper()
 	factory := externalversions.NewSharedInformerFactory(h.client, 0)
@@ -156,6 +163,9 @@ func (h *harness) newController() {
 		h.t.Fatal(err)
 	}
 	c.SetStoredFields(h.schema.stored)
+	h.syncs = &heldQueue{TypedRateLimitingInterface: c.queue}
+	h.records = &heldQueue{TypedRateLimitingInterface: c.records}
+	c.queue, c.records = h.syncs, h.records
 	h.c = c
 	h.indexer = informer.Informer().GetIndexer()
 	h.refresh()
@@ -188,9 +198,112 @@ func (h *harness) syncAt(at time.Time, name string) time.Duration {
 	return d
 }
 
+// errRetried says that a sync or a status write failed and its key was put
+// back with backoff; the log of the test has the error.
+var errRetried = errors.New("failed and requeued with backoff (see the log)")
+
+// trySyncAt moves the clock to at and runs name through the path a worker
+// runs: a sync worker takes it from the sync queue, and the status writers
+// then write what that sync left to record. It returns the delay the sync
+// asked to be requeued after, and errRetried when the sync or the status
+// write failed and was requeued with backoff. The cache is not refreshed.
 func (h *harness) trySyncAt(at time.Time, name string) (time.Duration, error) {
+	h.t.Helper()
 	h.clock.SetTime(at)
-	return h.c.syncRecovered(h.ctx, cache.ObjectName{Namespace: ns, Name: name})
+	key := cache.ObjectName{Namespace: ns, Name: name}
+	h.syncs.forget(key)
+	h.records.forget(key)
+	h.c.queue.Add(key)
+	if !h.c.processNextWorkItem(h.ctx, h.ctx) {
+		h.t.Fatal("the sync queue was shut down")
+	}
+	h.drainRecords()
+	d, _ := h.syncs.after(key)
+	if h.syncs.retried(key) || h.records.retried(key) {
+		return d, errRetried
+	}
+	return d, nil
+}
+
+// drainRecords runs the status writers until their queue is empty.
+func (h *harness) drainRecords() {
+	h.t.Helper()
+	for h.c.records.Len() > 0 {
+		if !h.c.processNextRecord(h.ctx, h.ctx) {
+			h.t.Fatal("the status queue was shut down")
+		}
+	}
+}
+
+// heldQueue is one of the controller's queues as the harness drives it: keys
+// added at once go to the real queue, and the worker functions of Run take
+// them from it; keys added with a delay (a requeue at the next firing, a
+// retry with backoff) are held and recorded instead of timed, so the test
+// decides when they come back. With timed set it passes everything through,
+// for tests that run Run.
+type heldQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	mu      sync.Mutex
+	timed   bool
+	delays  map[cache.ObjectName]time.Duration
+	retries map[cache.ObjectName]int
+}
+
+func (q *heldQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.timed {
+		q.TypedRateLimitingInterface.AddAfter(key, d)
+		return
+	}
+	if q.delays == nil {
+		q.delays = map[cache.ObjectName]time.Duration{}
+	}
+	q.delays[key] = d
+}
+
+func (q *heldQueue) AddRateLimited(key cache.ObjectName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.timed {
+		q.TypedRateLimitingInterface.AddRateLimited(key)
+		return
+	}
+	if q.retries == nil {
+		q.retries = map[cache.ObjectName]int{}
+	}
+	q.retries[key]++
+}
+
+// after returns the delay key was last requeued with.
+func (q *heldQueue) after(key cache.ObjectName) (time.Duration, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d, ok := q.delays[key]
+	return d, ok
+}
+
+// retried says whether key was requeued with backoff.
+func (q *heldQueue) retried(key cache.ObjectName) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.retries[key] > 0
+}
+
+func (q *heldQueue) forget(key cache.ObjectName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.delays, key)
+	delete(q.retries, key)
+}
+
+// runTimed lets Run's own timers requeue keys, on the fake clock.
+func (h *harness) runTimed() {
+	for _, q := range []*heldQueue{h.syncs, h.records} {
+		q.mu.Lock()
+		q.timed = true
+		q.mu.Unlock()
+	}
 }
 
 func (h *harness) get(name string) *autoscalingv1alpha1.CronFederatedHPA {
@@ -212,19 +325,90 @@ func (h *harness) history(name, rule string) autoscalingv1alpha1.ExecutionHistor
 	return hist
 }
 
-// update changes the object's spec in the clientset and tells the
-// controller, as the informer would.
+// update changes the object in the clientset and tells the controller, as
+// the informer would.
 func (h *harness) update(name string, change func(*autoscalingv1alpha1.CronFederatedHPA)) {
 	h.t.Helper()
 	old := h.get(name)
-	updated := old.DeepCopy()
+	updated := h.edit(name, change)
+	h.c.onUpdate(h.ctx, old, updated)
+}
+
+// edit changes the object in the clientset at the clock's time, as a user
+// would while the controller is down: the controller is not told, and the
+// cache is refreshed.
+func (h *harness) edit(name string, change func(*autoscalingv1alpha1.CronFederatedHPA)) *autoscalingv1alpha1.CronFederatedHPA {
+	h.t.Helper()
+	updated := h.get(name)
 	change(updated)
-	updated.ResourceVersion = old.ResourceVersion + "1"
-	if _, err := h.client.AutoscalingV1alpha1().CronFederatedHPAs(ns).Update(h.ctx, updated, metav1.UpdateOptions{}); err != nil {
+	stored, err := h.client.AutoscalingV1alpha1().CronFederatedHPAs(ns).Update(h.ctx, updated, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.refresh()
-	h.c.onUpdate(h.ctx, old, updated)
+	return stored
+}
+
+// updateLikeAPIServer makes an update of a CronFederatedHPA in the fake
+// clientset behave as the apiserver's: a write with a resourceVersion other
+// than the stored one conflicts; a write of the status subresource changes
+// only status, and a write of the object everything else; the schema prunes
+// what it does not store; a write that changes something gets a new
+// resourceVersion and moves the time of its field manager's managedFields
+// entry (by subresource) to the fake clock's.
+func (h *harness) updateLikeAPIServer(action clienttesting.Action) (bool, runtime.Object, error) {
+	update := action.(clienttesting.UpdateActionImpl)
+	obj := update.GetObject().(*autoscalingv1alpha1.CronFederatedHPA).DeepCopy()
+	gvr := autoscalingv1alpha1.SchemeGroupVersion.WithResource("cronfederatedhpas")
+	gr := gvr.GroupResource()
+	current, err := h.client.Tracker().Get(gvr, obj.Namespace, obj.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	stored := current.(*autoscalingv1alpha1.CronFederatedHPA)
+	if obj.ResourceVersion != "" && obj.ResourceVersion != stored.ResourceVersion {
+		return true, nil, apierrors.NewConflict(gr, obj.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	next := stored.DeepCopy()
+	if update.GetSubresource() == "status" {
+		next.Status = obj.Status
+	} else {
+		next.Spec, next.Labels, next.Annotations = obj.Spec, obj.Labels, obj.Annotations
+	}
+	h.schema.prune(next)
+	if equality.Semantic.DeepEqual(next.Spec, stored.Spec) && sameStatus(next.Status, stored.Status) &&
+		equality.Semantic.DeepEqual(next.ObjectMeta, stored.ObjectMeta) {
+		return true, stored.DeepCopy(), nil
+	}
+	if !equality.Semantic.DeepEqual(next.Spec, stored.Spec) {
+		next.Generation++
+	}
+	rv, _ := strconv.Atoi(stored.ResourceVersion)
+	next.ResourceVersion = strconv.Itoa(rv + 1)
+	touchManagedFields(&next.ObjectMeta, update.UpdateOptions.FieldManager, update.GetSubresource(), h.clock.Now())
+	if err := h.client.Tracker().Update(gvr, next, next.Namespace); err != nil {
+		return true, nil, err
+	}
+	return true, next.DeepCopy(), nil
+}
+
+// touchManagedFields sets the time of manager's Update entry for
+// subresource, as the apiserver does when a write changes fields (with
+// second precision, as it stores them). The field sets are not kept.
+func touchManagedFields(m *metav1.ObjectMeta, manager, subresource string, at time.Time) {
+	if manager == "" {
+		manager = "unnamed-client"
+	}
+	t := metav1.NewTime(at.UTC().Truncate(time.Second))
+	for i := range m.ManagedFields {
+		if f := &m.ManagedFields[i]; f.Manager == manager && f.Subresource == subresource && f.Operation == metav1.ManagedFieldsOperationUpdate {
+			f.Time = &t
+			return
+		}
+	}
+	m.ManagedFields = append(m.ManagedFields, metav1.ManagedFieldsEntry{
+		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: &t, APIVersion: "autoscaling.karmada.io/v1alpha1",
+	})
 }
 
 // events drains the recorded events.
@@ -397,4 +581,11 @@ func timeOf(t *metav1.Time) time.Time {
 		return time.Time{}
 	}
 	return t.Time
+}
+
+// size is the number of objects the memory holds.
+func (m *memory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.objects)
 }

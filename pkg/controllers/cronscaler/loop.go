@@ -191,17 +191,6 @@ func (c *Controller) waitForFirings(stop context.Context) {
 	}
 }
 
-// syncRecovered runs sync and turns a panic into an error, so one bad object
-// is retried with backoff instead of taking the process down.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic while syncing: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return c.sync(ctx, key)
-}
-
 // fireRecovered is fireSync with a panic turned into an error.
 func (c *Controller) fireRecovered(ctx context.Context, key cache.ObjectName) (d time.Duration, record bool, err error) {
 	defer func() {
@@ -220,19 +209,6 @@ func (c *Controller) recordRecovered(ctx context.Context, key cache.ObjectName) 
 		}
 	}()
 	return c.record(ctx, key)
-}
-
-// sync is both phases in one: it fires the object's due rules, writes its
-// status once, and returns when to sync it again (0: only on change).
-func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
-	d, record, err := c.fireSync(ctx, key)
-	if err != nil || !record {
-		return d, err
-	}
-	if err := c.record(ctx, key); err != nil {
-		return 0, err
-	}
-	return d, nil
 }
 
 // keyLocks are per-object locks: a sync and a status write of the same object

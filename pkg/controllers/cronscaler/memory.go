@@ -125,13 +125,6 @@ func (m *memory) forget(key cache.ObjectName) {
 	delete(m.objects, key)
 }
 
-// size is the number of objects remembered, for tests.
-func (m *memory) size() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.objects)
-}
-
 // markReplan asks the next sync to plan the named rules (all when all is
 // true) from the time of that sync.
 func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string) {

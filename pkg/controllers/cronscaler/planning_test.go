@@ -195,15 +195,10 @@ func TestRuleAddedWhileDownRunsItsMissedSlot(t *testing.T) {
 		h.syncAt(utc("2024-05-01 06:00:00"), "c")
 
 		// The controller goes down; at 06:55 a rule is added.
-		added := h.get("c")
-		added.Spec.Rules = append(added.Spec.Rules, rule("b", "0 7 * * *", 7))
-		added.ManagedFields = []metav1.ManagedFieldsEntry{
-			{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: ptr.To(metav1.NewTime(utc("2024-05-01 06:55:00")))},
-			{Manager: Name, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: ptr.To(metav1.NewTime(utc("2024-05-01 06:00:00")))},
-		}
-		if _, err := h.client.AutoscalingV1alpha1().CronFederatedHPAs(ns).Update(h.ctx, added, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		h.clock.SetTime(utc("2024-05-01 06:55:00"))
+		h.edit("c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+			o.Spec.Rules = append(o.Spec.Rules, rule("b", "0 7 * * *", 7))
+		})
 		h.newController()
 		h.syncAt(utc("2024-05-01 07:30:00"), "c")
 		b := h.history("c", "b")
@@ -215,12 +210,10 @@ func TestRuleAddedWhileDownRunsItsMissedSlot(t *testing.T) {
 		h = newHarnessOn(t, crd, utc("2024-05-01 06:00:00"), obj)
 		h.scales.set("deployments", "web", 1)
 		h.syncAt(utc("2024-05-01 06:00:00"), "c")
-		added = h.get("c")
-		added.Spec.Rules = append(added.Spec.Rules, rule("b", "0 7 * * *", 7))
-		added.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: ptr.To(metav1.NewTime(utc("2024-05-01 07:05:00")))}}
-		if _, err := h.client.AutoscalingV1alpha1().CronFederatedHPAs(ns).Update(h.ctx, added, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		h.clock.SetTime(utc("2024-05-01 07:05:00"))
+		h.edit("c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+			o.Spec.Rules = append(o.Spec.Rules, rule("b", "0 7 * * *", 7))
+		})
 		h.newController()
 		h.syncAt(utc("2024-05-01 07:30:00"), "c")
 		if h.scales.get("deployments", "web") != 1 {
