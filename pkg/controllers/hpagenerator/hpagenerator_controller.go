@@ -66,6 +66,8 @@ const (
 	reasonConflict       = "HPAConflict"
 	reasonTargetConflict = "HPATargetConflict"
 	reasonRejected       = "HPARejected"
+	// reasonToleranceIgnored: the API server drops behavior's tolerance.
+	reasonToleranceIgnored = "HPAToleranceIgnored"
 )
 
 // Controller is the hpa-generator.
@@ -79,6 +81,7 @@ type Controller struct {
 	queue      workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	workers    int
 	managed    *managedSet
+	tolerance  *toleranceSupport
 }
 
 // NewController builds the hpa-generator: it adds a scale target index to the
@@ -107,7 +110,8 @@ func NewController(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "hpa_generator"},
 		),
-		managed: newManagedSet(),
+		managed:   newManagedSet(),
+		tolerance: newToleranceSupport(),
 	}
 	options := cache.HandlerOptions{Logger: ptrTo(klog.FromContext(ctx))}
 	if _, err := lwsInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -212,7 +216,25 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if hpa == nil {
 		return c.createHPA(ctx, lws, desired)
 	}
+	if hasTolerance(desired) && !c.tolerance.honoured() {
+		// Compare with what the server keeps, or every sync would find
+		// the dropped field missing and write it again.
+		c.warnToleranceIgnored(ctx, lws)
+		desired = withoutTolerance(desired)
+	}
 	return c.updateHPA(ctx, lws, hpa, desired)
+}
+
+// warnToleranceIgnored tells a LeaderWorkerSet, once, that the API server
+// drops the tolerance its policy sets.
+func (c *Controller) warnToleranceIgnored(ctx context.Context, lws *lwsv1.LeaderWorkerSet) {
+	if !c.tolerance.tell(lws.UID) {
+		return
+	}
+	klog.FromContext(ctx).Info("The API server does not keep behavior tolerance of HorizontalPodAutoscalers; the LeaderWorkerSet's is not applied")
+	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonToleranceIgnored,
+		"The API server does not store spec.behavior.scaleUp/scaleDown.tolerance of HorizontalPodAutoscalers (feature gate HPAConfigurableTolerance off, or a server that predates it): HorizontalPodAutoscaler %s uses the HPA controller's global tolerance; enable the gate on kube-apiserver and kube-controller-manager, or remove tolerance from spec.scalePolicy.behavior",
+		lws.Name)
 }
 
 // leaveForeign explains why the LeaderWorkerSet's HPA name is taken, when

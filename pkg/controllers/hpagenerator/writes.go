@@ -34,9 +34,10 @@ import (
 const fieldManager = ManagedByLabelValue
 
 func (c *Controller) createHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, desired *autoscalingv2.HorizontalPodAutoscaler) error {
-	_, err := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(desired.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: fieldManager})
+	created, err := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(desired.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
+		c.learnFromWrite(ctx, lws, desired, created)
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind: the retry sees the HPA and decides whether
 		// it is ours.
@@ -65,9 +66,10 @@ func (c *Controller) updateHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 		return nil
 	}
 	updated := withOwnedFields(existing, desired)
-	_, err := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(existing.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	stored, err := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(existing.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
+		c.learnFromWrite(ctx, lws, updated, stored)
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("HorizontalPodAutoscaler %s changed meanwhile, will retry with the newer object: %w", klog.KObj(existing), err)
 	case apierrors.IsNotFound(err):
@@ -118,6 +120,18 @@ func (c *Controller) deleteHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 	klog.FromContext(ctx).V(2).Info("Deleted HorizontalPodAutoscaler", "hpa", klog.KObj(hpa), "reason", why)
 	c.recorder.Eventf(lws, corev1.EventTypeNormal, reasonDeleted, "Deleted HorizontalPodAutoscaler %s: %s", hpa.Name, why)
 	return nil
+}
+
+// learnFromWrite compares what was sent with what the server stored, for
+// the fields a server may not know.
+func (c *Controller) learnFromWrite(ctx context.Context, lws *lwsv1.LeaderWorkerSet, sent, stored *autoscalingv2.HorizontalPodAutoscaler) {
+	if stored == nil {
+		return
+	}
+	c.tolerance.learn(sent, stored)
+	if hasTolerance(sent) && !c.tolerance.honoured() {
+		c.warnToleranceIgnored(ctx, lws)
+	}
 }
 
 // isRejected reports errors that retrying the same write cannot fix: the
