@@ -474,25 +474,66 @@ func TestLeaderWorkerSetGone(t *testing.T) {
 	h.expectWrites()
 }
 
+// An invalid HPA is reported and not retried: only a policy change can fix
+// it.
 func TestRejectedCreate(t *testing.T) {
+	h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))))
+	h.server.createErr = apierrors.NewInvalid(schema.GroupKind{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}, "web",
+		field.ErrorList{field.Invalid(field.NewPath("spec", "metrics").Index(0).Child("resource", "target", "averageUtilization"), 0, "must be greater than 0")})
+	if err := h.trySync("web"); err != nil {
+		t.Errorf("sync = %v, want nil: retrying cannot help", err)
+	}
+	h.expectEvent("Warning HPARejected", "web", string(metav1.StatusReasonInvalid), "must be greater than 0", "spec.scalePolicy")
+}
+
+// A Forbidden answer is not final: permissions get granted (update on
+// leaderworkersets/finalizers, which OwnerReferencesPermissionEnforcement
+// asks for blockOwnerDeletion) and quotas freed without any change the
+// generator would see. It is reported and retried with backoff — issue 18,
+// item 3.
+func TestForbiddenWriteIsRetried(t *testing.T) {
+	ownerRefDenied := apierrors.NewForbidden(hpaResource.GroupResource(), "web",
+		errors.New(`cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: , <nil>`))
 	for _, tc := range []struct {
-		name string
-		err  error
-		want string
+		name  string
+		setup func(h *harness, err error)
+		verb  string
 	}{
-		{name: "invalid", err: apierrors.NewInvalid(schema.GroupKind{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}, "web",
-			field.ErrorList{field.Invalid(field.NewPath("spec", "metrics").Index(0).Child("resource", "target", "averageUtilization"), 0, "must be greater than 0")}),
-			want: "must be greater than 0"},
-		{name: "forbidden", err: apierrors.NewForbidden(hpaResource.GroupResource(), "web", errors.New("quota exceeded")), want: "quota exceeded"},
+		{name: "create", verb: "create", setup: func(h *harness, err error) { h.server.createErr = err }},
+		{name: "update", verb: "update", setup: func(h *harness, err error) {
+			h.sync("web")
+			h.updateLWS("web", func(l *lwsv1.LeaderWorkerSet) { l.Spec.ScalePolicy.MaxReplicas = 12 })
+			h.server.updateErr = err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))))
-			h.server.createErr = tc.err
-			if err := h.trySync("web"); err != nil {
-				t.Errorf("sync = %v, want nil: retrying cannot help", err)
+			tc.setup(h, ownerRefDenied)
+			h.events()
+			err := h.trySync("web")
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("sync = %v, want the Forbidden error, to retry with backoff", err)
 			}
-			h.expectEvent("Warning HPARejected", "web", string(apierrors.ReasonForError(tc.err)), tc.want)
+			h.expectEvent("Warning HPARejected", "web", tc.verb, "Forbidden", "leaderworkersets/finalizers", "retrying")
+
+			// Granted meanwhile: the retry goes through.
+			h.server.createErr, h.server.updateErr = nil, nil
+			h.refresh()
+			h.sync("web")
+			if got := h.getHPA("web"); got.Spec.MaxReplicas != h.getLWS("web").Spec.ScalePolicy.MaxReplicas {
+				t.Errorf("after the retry maxReplicas = %d", got.Spec.MaxReplicas)
+			}
 		})
+	}
+
+	// The work loop backs the key off instead of forgetting it.
+	h := newHarness(t, lws("web", policy(nil, 10, cpuMetric(70))))
+	h.server.createErr = ownerRefDenied
+	key := keys("web")[0]
+	h.c.queue.Add(key)
+	h.c.processNextWorkItem(h.ctx)
+	if got := h.c.queue.NumRequeues(key); got != 1 {
+		t.Errorf("requeues after a Forbidden create = %d, want 1", got)
 	}
 }
 

@@ -43,8 +43,7 @@ func (c *Controller) createHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 		// it is ours.
 		return fmt.Errorf("creating HorizontalPodAutoscaler %s: it exists but is not in the cache yet, will retry: %w", klog.KObj(desired), err)
 	case isRejected(err):
-		c.warnRejected(lws, "create", desired, err)
-		return nil
+		return c.rejected(ctx, lws, "create", desired, err)
 	default:
 		return fmt.Errorf("creating HorizontalPodAutoscaler %s: %w", klog.KObj(desired), err)
 	}
@@ -75,8 +74,7 @@ func (c *Controller) updateHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("HorizontalPodAutoscaler %s was deleted meanwhile, will retry: %w", klog.KObj(existing), err)
 	case isRejected(err):
-		c.warnRejected(lws, "update", existing, err)
-		return nil
+		return c.rejected(ctx, lws, "update", existing, err)
 	default:
 		return fmt.Errorf("updating HorizontalPodAutoscaler %s: %w", klog.KObj(existing), err)
 	}
@@ -107,8 +105,7 @@ func (c *Controller) deleteHPA(ctx context.Context, lws *lwsv1.LeaderWorkerSet, 
 		// the name now.
 		return fmt.Errorf("HorizontalPodAutoscaler %s changed or was replaced since the cache showed it, not deleting it; will decide again from the newer object: %w", klog.KObj(hpa), err)
 	case isRejected(err):
-		c.warnRejected(lws, "delete", hpa, err)
-		return nil
+		return c.rejected(ctx, lws, "delete", hpa, err)
 	default:
 		return fmt.Errorf("deleting HorizontalPodAutoscaler %s: %w", klog.KObj(hpa), err)
 	}
@@ -134,16 +131,31 @@ func (c *Controller) learnFromWrite(ctx context.Context, lws *lwsv1.LeaderWorker
 	}
 }
 
-// isRejected reports errors that retrying the same write cannot fix: the
-// apiserver found the HPA invalid (a policy that slipped past admission), or
-// the generator may not write it. They are reported, not retried; the next
-// change of the LeaderWorkerSet (or a resync) tries again.
+// isRejected reports errors the API server gives for the write itself, not
+// for its timing: the HPA is invalid (a policy that slipped past admission),
+// or the generator may not write it.
 func isRejected(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err)
 }
 
-func (c *Controller) warnRejected(lws *lwsv1.LeaderWorkerSet, verb string, hpa *autoscalingv2.HorizontalPodAutoscaler, err error) {
+// rejected reports a refused write in a Warning event on the LeaderWorkerSet
+// and decides whether to retry. An invalid HPA stays invalid until the
+// policy changes, whose event brings the LeaderWorkerSet back: no retry. A
+// Forbidden answer is retried with the queue's backoff, as permissions get
+// granted and quotas freed without any change the generator would see
+// (typically: OwnerReferencesPermissionEnforcement refusing blockOwnerDeletion
+// to a generator without update on leaderworkersets/finalizers).
+func (c *Controller) rejected(ctx context.Context, lws *lwsv1.LeaderWorkerSet, verb string, hpa *autoscalingv2.HorizontalPodAutoscaler, err error) error {
+	reason := apierrors.ReasonForError(err)
+	if apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Info("The API server refused a HorizontalPodAutoscaler write, retrying with backoff", "verb", verb, "hpa", klog.KObj(hpa), "err", err)
+		c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonRejected,
+			"The API server refused to %s HorizontalPodAutoscaler %s (%s): %v; grant the hpa-generator's service account what it lacks (%s on horizontalpodautoscalers, and update on leaderworkersets/finalizers where OwnerReferencesPermissionEnforcement is on) or free the quota; retrying with backoff",
+			verb, hpa.Name, reason, err, verb)
+		return fmt.Errorf("%s HorizontalPodAutoscaler %s: forbidden, retrying with backoff until permitted: %w", verb, klog.KObj(hpa), err)
+	}
 	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonRejected,
-		"The API server refused to %s HorizontalPodAutoscaler %s (%s): %v; fix spec.scalePolicy (or the generator's permissions), it is tried again on the next change",
-		verb, hpa.Name, apierrors.ReasonForError(err), err)
+		"The API server refused to %s HorizontalPodAutoscaler %s (%s): %v; fix spec.scalePolicy, it is tried again on the next change",
+		verb, hpa.Name, reason, err)
+	return nil
 }
