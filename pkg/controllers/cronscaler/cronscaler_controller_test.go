@@ -217,6 +217,7 @@ func TestResumeWhileDown(t *testing.T) {
 		h.syncAt(utc("2024-05-01 07:00:30"), "c")
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Suspend = ptr.To(true) })
 		h.syncAt(utc("2024-05-01 07:10:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 08:19:00"))
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Suspend = nil })
 		h.newController()
 		h.syncAt(utc("2024-05-01 08:20:00"), "c")
@@ -236,6 +237,7 @@ func TestTargetChangeReplans(t *testing.T) {
 		h.syncAt(utc("2024-05-01 07:00:00"), "c")
 		// 08:00 passes unseen (say, the API server was unreachable); at 08:05
 		// the target changes: the old target's firing is not moved to the new one.
+		h.clock.SetTime(utc("2024-05-01 08:05:00"))
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) {
 			c.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
 		})

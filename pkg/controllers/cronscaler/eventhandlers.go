@@ -61,7 +61,7 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 		all, rules := replanned(oldCron, newCron)
 		if all || len(rules) > 0 {
 			klog.FromContext(ctx).V(2).Info("Rules re-planned from now after a spec change", "cronFederatedHPA", klog.KObj(newCron), "all", all, "rules", rules)
-			c.memory.markReplan(key, newCron.UID, all, rules)
+			c.memory.markReplan(key, newCron.UID, all, rules, c.clock.Now())
 		}
 	}
 	c.queue.Add(key)

@@ -40,9 +40,11 @@ import (
 // pending histories and writes them. If the write succeeds but the cache has
 // not seen it yet when the object is synced again, the cache still shows the
 // old status, and the same scheduled time would be applied twice: so the
-// status the apiserver stored is kept until the cache shows it, and a sync
-// that finds the cache showing something else reads the object from the
-// apiserver instead.
+// status the apiserver stored, and its resourceVersion, are kept until the
+// cache shows them, and a sync that finds the cache showing something else
+// reads the object from the apiserver instead. What that read returns is
+// kept the same way (it holds the write, or something newer), so however
+// many syncs come inside the watch lag, none plans from the older status.
 //
 // It never outlives what it is for: a stored status is dropped as soon as the
 // cache shows it (compared as stored, so fields a schema prunes cannot keep
@@ -53,7 +55,8 @@ import (
 // value again, which is harmless.
 //
 // It also holds replan marks set by the event handlers (target changed, rule
-// added, resumed or rescheduled) until a sync has planned from them, the
+// added, resumed or rescheduled, with the time the change was seen) until a
+// sync has planned from them, the
 // retries of firings that failed for a transient reason, and whether an
 // object was refused (duplicate rule names) at its current generation.
 type memory struct {
@@ -64,12 +67,16 @@ type memory struct {
 type objectMemory struct {
 	uid types.UID
 	// written is the status the apiserver stored from this process's last
-	// successful write, until the cache shows it.
-	written *autoscalingv1alpha1.CronFederatedHPAStatus
+	// successful write, or returned to a read made because the cache was
+	// behind it, until the cache shows it; writtenRV is its resourceVersion.
+	written   *autoscalingv1alpha1.CronFederatedHPAStatus
+	writtenRV string
 	// pending are histories of a sync whose status write failed, by rule.
-	pending   map[string]autoscalingv1alpha1.ExecutionHistory
-	replanAll bool
-	replan    map[string]bool
+	pending map[string]autoscalingv1alpha1.ExecutionHistory
+	// replanAll and replan are when a change that invalidates the plan of
+	// every rule, or of the named ones, was seen; zero: none.
+	replanAll time.Time
+	replan    map[string]time.Time
 	retries   map[string]firingRetry
 	// refused is set, with the generation, once an object with duplicate
 	// rule names was reported, so it is reported once per change.
@@ -105,7 +112,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 		o = nil
 	}
 	if o == nil && create {
-		o = &objectMemory{uid: uid, replan: map[string]bool{}, retries: map[string]firingRetry{}}
+		o = &objectMemory{uid: uid, replan: map[string]time.Time{}, retries: map[string]firingRetry{}}
 		m.objects[key] = o
 	}
 	return o
@@ -113,7 +120,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
-	if o != nil && o.written == nil && len(o.pending) == 0 && len(o.replan) == 0 && !o.replanAll &&
+	if o != nil && o.written == nil && len(o.pending) == 0 && len(o.replan) == 0 && o.replanAll.IsZero() &&
 		len(o.retries) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
@@ -126,45 +133,50 @@ func (m *memory) forget(key cache.ObjectName) {
 }
 
 // markReplan asks the next sync to plan the named rules (all when all is
-// true) from the time of that sync.
-func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string) {
+// true) from the change seen at.
+func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
-	o.replanAll = o.replanAll || all
+	if all && at.After(o.replanAll) {
+		o.replanAll = at
+	}
 	for _, r := range rules {
-		o.replan[r] = true
+		if at.After(o.replan[r]) {
+			o.replan[r] = at
+		}
 	}
 }
 
-// takeReplan returns and clears the replan marks; a sync that fails gives
-// them back with markReplan.
-func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (bool, map[string]bool) {
+// takeReplan returns and clears the replan marks. A sync that plans from them
+// keeps the new plan in its status, written or pending, so they are not
+// given back if the write fails.
+func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, false)
 	if o == nil {
-		return false, nil
+		return time.Time{}, nil
 	}
 	all, rules := o.replanAll, o.replan
-	o.replanAll, o.replan = false, map[string]bool{}
+	o.replanAll, o.replan = time.Time{}, map[string]time.Time{}
 	m.prune(key, o)
 	return all, rules
 }
 
 // base decides which status to plan from. It returns the pending histories
-// of a failed write merged over the cached status; nil when the cache is
-// behind this process's last successful write and the object must be read
-// from the apiserver; otherwise the cached status (and forgets the write the
-// cache has caught up with).
-func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) *autoscalingv1alpha1.CronFederatedHPAStatus {
+// of a failed write merged over the cached status; stale when the cache is
+// behind the status this process last wrote or read (see written) and the
+// object must be read from the apiserver; otherwise the cached status (and
+// forgets the write the cache has caught up with).
+func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) (status *autoscalingv1alpha1.CronFederatedHPAStatus, stale bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, obj.UID, false)
 	cached := obj.Status.DeepCopy()
 	switch {
 	case o == nil:
-		return cached
+		return cached, false
 	case len(o.pending) > 0:
 		merged := map[string]bool{}
 		for i := range cached.ExecutionHistories {
@@ -180,21 +192,33 @@ func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 		}
 		// Kept until a write succeeds (setWritten) or the cache shows them
 		// (settled).
-		return cached
-	case o.written != nil && !sameStatus(*o.written, *cached):
-		return nil
+		return cached, false
+	case o.written != nil && obj.ResourceVersion != o.writtenRV && !sameStatus(*o.written, *cached):
+		return nil, true
 	}
-	o.written = nil
+	o.written, o.writtenRV = nil, ""
 	m.prune(key, o)
-	return cached
+	return cached, false
 }
 
-// setWritten remembers the status the apiserver stored.
-func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscalingv1alpha1.CronFederatedHPAStatus) {
+// writtenStatus returns the status kept in written, if any.
+func (m *memory) writtenStatus(key cache.ObjectName, uid types.UID) (*autoscalingv1alpha1.CronFederatedHPAStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, false)
+	if o == nil || o.written == nil {
+		return nil, false
+	}
+	return o.written.DeepCopy(), true
+}
+
+// setWritten remembers the status the apiserver stored, or returned to a
+// read, at resourceVersion rv, until the cache shows it.
+func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscalingv1alpha1.CronFederatedHPAStatus, rv string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
-	o.written = stored.DeepCopy()
+	o.written, o.writtenRV = stored.DeepCopy(), rv
 	o.pending = nil
 }
 
@@ -209,22 +233,12 @@ func (m *memory) settled(key cache.ObjectName, uid types.UID) {
 	}
 }
 
-// forgetWritten drops the stored status once the object was read fresh.
-func (m *memory) forgetWritten(key cache.ObjectName, uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if o := m.object(key, uid, false); o != nil {
-		o.written = nil
-		m.prune(key, o)
-	}
-}
-
 // setPending keeps the histories of a sync whose status write failed.
 func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
-	o.written = nil
+	o.written, o.writtenRV = nil, ""
 	o.pending = make(map[string]autoscalingv1alpha1.ExecutionHistory, len(histories))
 	for i := range histories {
 		o.pending[histories[i].RuleName] = *histories[i].DeepCopy()
@@ -250,6 +264,20 @@ func (m *memory) pendingStatus(key cache.ObjectName, obj *autoscalingv1alpha1.Cr
 		}
 	}
 	return status, true
+}
+
+// pendingKeys returns the objects whose applied firings are not written to
+// status yet.
+func (m *memory) pendingKeys() []cache.ObjectName {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []cache.ObjectName
+	for key, o := range m.objects {
+		if len(o.pending) > 0 {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // retryOf returns the retry of the rule's firing, if any.

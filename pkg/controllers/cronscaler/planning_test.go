@@ -49,6 +49,7 @@ func TestResumeDoesNotReplayFromMemory(t *testing.T) {
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Suspend = ptr.To(true) })
 		h.syncAt(utc("2024-05-01 07:10:00"), "c")
 		h.syncAt(utc("2024-05-01 07:10:00.100"), "c")
+		h.clock.SetTime(utc("2024-05-01 08:20:00"))
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Suspend = ptr.To(false) })
 		for _, at := range []string{"2024-05-01 08:20:00", "2024-05-01 08:20:00.100", "2024-05-01 08:20:01", "2024-05-01 08:40:00"} {
 			h.syncAt(utc(at), "c")

@@ -111,6 +111,19 @@ type rulePlan struct {
 	retryAt time.Time
 }
 
+// planFrom says from when a rule is planned when its history does not say.
+type planFrom struct {
+	// start is when a rule without history came to exist (see ruleStart).
+	start time.Time
+	// replan is when the event handlers saw a change that invalidates the
+	// rule's plan (target changed, rule added, resumed or rescheduled).
+	replan time.Time
+	// edited is the last change of the object (see lastSpecChange): a plan
+	// the history holds that the current spec invalidates was changed then
+	// or before, while the controller was not watching.
+	edited time.Time
+}
+
 // planRule decides whether the rule is due at now, and when it fires next.
 //
 // The rule's durable state is its history in status, as both Karmada's schema
@@ -118,21 +131,26 @@ type rulePlan struct {
 // failed executions (lastHandled: applied, failed or missed; lastScheduleTime
 // adds to it where the schema keeps it) and nextExecutionTime (the next one
 // planned). A scheduled time S is run only if S > lastHandled and S >=
-// nextExecutionTime, so nothing is ever run twice and nothing from before the
-// plan is replayed:
-//   - the first sight of a rule (no history at all) plans from start, the time
-//     the rule came to exist (see ruleStart), so a scheduled time that passed
-//     while the controller was down is still run, as the CronJob controller
-//     does;
-//   - no nextExecutionTime (the rule was suspended or unschedulable), one that
-//     is not a scheduled time of the current schedule (the schedule or zone
-//     changed), or an explicit replan (target changed, rule added, resumed or
-//     rescheduled while the controller watched): plan from now, run nothing
-//     now;
-//   - otherwise the latest scheduled time S <= now runs if it is at most
-//     maxDelaySeconds late (unset: while it is the latest, i.e. until the
-//     next one); earlier ones since the plan are recorded as missed.
-func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalingv1alpha1.ExecutionHistory, sched *cronschedule.Schedule, schedErr error, replan bool, start, now time.Time) rulePlan {
+// the floor of the plan, so nothing is ever run twice and nothing from
+// before the plan is replayed. The floor is:
+//   - after a change the event handlers saw (target changed, rule added,
+//     resumed or rescheduled): the first scheduled time after it;
+//   - nextExecutionTime, when it is a scheduled time of the current schedule;
+//   - for a rule without history, the first scheduled time after it came to
+//     exist (see ruleStart), so a scheduled time that passed while the
+//     controller was down is still run, as the CronJob controller does;
+//   - for a rule whose history holds no plan (it was suspended, refused or
+//     unschedulable) or a plan that is not a scheduled time of the current
+//     schedule (the schedule or zone changed): the first scheduled time after
+//     the object was last changed, which is when that edit was made or later.
+//     An edit made while the controller was down is thus treated as a rule
+//     added while down: its slot since then runs. Without managed fields
+//     the time of the edit is unknown, and the rule is planned from now.
+//
+// The latest scheduled time S <= now since the floor runs if it is at most
+// maxDelaySeconds late (unset: while it is the latest, i.e. until the next
+// one); earlier ones are recorded as missed.
+func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalingv1alpha1.ExecutionHistory, sched *cronschedule.Schedule, schedErr error, from planFrom, now time.Time) rulePlan {
 	p := rulePlan{rule: rule, history: history}
 	p.history.RuleName = rule.Name
 	if rule.Suspend != nil && *rule.Suspend {
@@ -148,13 +166,16 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 	}
 	var floor time.Time
 	switch planned := history.NextExecutionTime; {
-	case replan:
+	case !from.replan.IsZero():
+		floor = sched.Next(from.replan)
 	case planned != nil && sched.Prev(planned.Time).Equal(planned.Time):
 		floor = planned.Time
-	case planned == nil && !start.IsZero():
+	case !from.start.IsZero():
 		// Like the CronJob controller: the first scheduled time after the
 		// rule came to exist.
-		floor = sched.Next(start)
+		floor = sched.Next(from.start)
+	case !from.edited.IsZero():
+		floor = sched.Next(from.edited)
 	}
 	p.history.NextExecutionTime = metaTime(sched.Next(now))
 	if floor.IsZero() {

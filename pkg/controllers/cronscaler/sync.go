@@ -48,27 +48,17 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if err != nil {
 		return 0, false, err
 	}
-	base := c.memory.base(key, obj)
-	if base == nil {
-		// The cache has not caught up with this process's last status
-		// write: planning from it could apply a firing twice.
-		live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			c.memory.forget(key)
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
-		}
-		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
-		obj = live
-		c.memory.forgetWritten(key, obj.UID)
-		base = obj.Status.DeepCopy()
+	obj, base, err := c.baseOf(ctx, obj)
+	if err != nil || obj == nil {
+		return 0, false, err
 	}
 	if dups := duplicateRuleNames(obj.Spec.Rules); len(dups) > 0 {
 		return 0, false, c.refuse(ctx, obj, base, dups)
 	}
 	c.memory.accept(key, obj.UID)
+	if len(obj.Spec.Rules) == 0 {
+		return 0, false, c.writeStatus(ctx, obj, dormantStatus(base))
+	}
 	now := c.clock.Now()
 
 	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
@@ -81,8 +71,10 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories)
 		record = true
 	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
-		c.memory.markReplan(key, obj.UID, replanAll, keys(replanRules))
-		// Retried with backoff; the next firing is kept all the same.
+		// Retried with backoff; the next firing is kept all the same. The
+		// replan marks are not given back: the plan made from them is in
+		// the pending status (see updateStatus), and planning again from
+		// the time of the retry would skip a slot in between.
 		d, _ := nextRequeue(plans, c.clock.Now())
 		return d, false, err
 	}
@@ -94,12 +86,56 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	return d, record, nil
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// baseOf returns the object to plan from and its status as this process
+// knows it (see memory.base). When the cache is behind the status this
+// process last wrote, it reads the object from the apiserver and keeps what
+// it read until the cache shows it. If that read gets no answer (the
+// apiserver is down or restarting), it plans from the status it last wrote,
+// which holds every firing this process applied: a firing due then is tried
+// on the firings' own retry schedule (see retryFiring) instead of the
+// slower backoff of a failed sync, and the status write, made with the
+// cache's older resourceVersion, cannot overwrite anything newer. A nil
+// object means it was deleted.
+func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (*autoscalingv1alpha1.CronFederatedHPA, *autoscalingv1alpha1.CronFederatedHPAStatus, error) {
+	key := cache.MetaObjectToName(obj)
+	base, stale := c.memory.base(key, obj)
+	if !stale {
+		return obj, base, nil
 	}
-	return out
+	logger := klog.FromContext(ctx)
+	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.memory.forget(key)
+		c.deferred.forget(key)
+		return nil, nil, nil
+	case err == nil && live.UID != obj.UID:
+		// Re-created meanwhile: the cache will show the new object.
+		return nil, nil, fmt.Errorf("%s was re-created since the cache saw it, will retry", klog.KObj(obj))
+	case err == nil:
+		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
+		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
+		return live, live.Status.DeepCopy(), nil
+	case isUnreachable(err):
+		if written, ok := c.memory.writtenStatus(key, obj.UID); ok {
+			logger.V(4).Info("The cache is behind the last status write and the apiserver gives no answer; planning from the status last written", "err", err)
+			return obj, written, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+}
+
+// dormantStatus is the status of an object without rules: the histories of
+// its last rules, with no next execution. They are kept, not emptied, so
+// that a rule added back later (while the controller is down, say) is planned
+// from the time it was added (see ruleStart) instead of the object's
+// creation, which would run again a slot that was already applied.
+func dormantStatus(base *autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
+	status := base.DeepCopy()
+	for i := range status.ExecutionHistories {
+		status.ExecutionHistories[i].NextExecutionTime = nil
+	}
+	return *status
 }
 
 // duplicateRuleNames returns the names used by more than one rule.
@@ -127,26 +163,27 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 			"Rule names %q are used by more than one rule; a rule's name is the key of its history, so no rule of this object runs until every rule has a name of its own", dups)
 		klog.FromContext(ctx).Info("Refusing a CronFederatedHPA whose rules share names", "names", dups)
 	}
-	status := base.DeepCopy()
-	for i := range status.ExecutionHistories {
-		status.ExecutionHistories[i].NextExecutionTime = nil
-	}
-	return c.writeStatus(ctx, obj, *status)
+	return c.writeStatus(ctx, obj, dormantStatus(base))
 }
 
 // plan plans every rule of the object from base, its status as this sync
-// found it (see memory.base).
-func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll bool, replan map[string]bool, now time.Time) []rulePlan {
+// found it (see memory.base). replanAll and replan are when a change seen by
+// the event handlers invalidated the plan of every rule or of the named ones.
+func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
+	changed := lastSpecChange(obj, now)
 	for i := range obj.Spec.Rules {
 		rule := &obj.Spec.Rules[i]
 		sched, err := c.schedules.get(rule)
 		history, found := findHistory(base, rule.Name)
-		var start time.Time
-		if !found {
-			start = ruleStart(obj, base, now)
+		from := planFrom{replan: replanAll, edited: changed}
+		if r := replan[rule.Name]; r.After(from.replan) {
+			from.replan = r
 		}
-		plans = append(plans, planRule(rule, history, sched, err, replanAll || replan[rule.Name], start, now))
+		if !found {
+			from.start = ruleStart(obj, base, now)
+		}
+		plans = append(plans, planRule(rule, history, sched, err, from, now))
 	}
 	return plans
 }
@@ -155,23 +192,39 @@ func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autos
 // sight plans from (as the CronJob controller plans a new CronJob from its
 // creation). It is the object's creation when status has no history at all
 // (the object was never synced). Otherwise the rule was added to an existing
-// object: the last change of the object's spec or metadata (the newest time
-// in its managed fields, status writes aside), which is when the generation
-// that added the rule was written, or later. (A rule added while the
-// controller watched was marked for a replan by the event handler instead,
-// which plans from the moment it was seen.) Never after now, so a clock
-// behind the apiserver's cannot make a rule skip its present.
+// object: the last change of the object (see lastSpecChange), which is when
+// the generation that added the rule was written, or later. (A rule added
+// while the controller watched was marked for a replan by the event handler
+// instead.) Never after now, so a clock behind the apiserver's cannot make a
+// rule skip its present.
 func ruleStart(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, now time.Time) time.Time {
 	start := obj.CreationTimestamp.Time
 	if len(base.ExecutionHistories) > 0 {
-		for _, f := range obj.ManagedFields {
-			if f.Subresource == "" && f.Time != nil && f.Time.Time.After(start) {
-				start = f.Time.Time
-			}
+		if changed := lastSpecChange(obj, now); changed.After(start) {
+			start = changed
 		}
 	}
 	if start.IsZero() || start.After(now) {
 		return now
 	}
 	return start
+}
+
+// lastSpecChange is the last change of the object's spec or metadata: the
+// newest time in its managed fields, status writes aside (the apiserver moves
+// a manager's time only when its write changed something). An edit the
+// controller did not see (it was down) happened then or before. Zero when
+// the object has no managed fields (tracking off, or stripped); never after
+// now.
+func lastSpecChange(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
+	var last time.Time
+	for _, f := range obj.ManagedFields {
+		if f.Subresource == "" && f.Time != nil && f.Time.Time.After(last) {
+			last = f.Time.Time
+		}
+	}
+	if last.After(now) {
+		return now
+	}
+	return last
 }
