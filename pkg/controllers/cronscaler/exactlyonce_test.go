@@ -191,4 +191,3 @@ func TestFailedStatusWriteAfterAnEditKeepsTheNewPlan(t *testing.T) {
 }
 
 func metav1Time(s string) metav1.Time { return metav1.NewTime(utc(s)) }
-
