@@ -46,6 +46,17 @@ type resourceChange struct {
 type resize struct {
 	changes   []resourceChange
 	direction scaleplanev1alpha1.ResizeDirection
+	// capped are the resources whose estimate is above the container's
+	// limit while limits are not managed: their request is sized to the
+	// limit instead.
+	capped []cappedResource
+}
+
+// cappedResource is an estimate the container's own limit holds back.
+type cappedResource struct {
+	name     corev1.ResourceName
+	estimate resource.Quantity
+	limit    resource.Quantity
 }
 
 // decide compares the container's resources with the estimate, resource by
@@ -55,6 +66,12 @@ type resize struct {
 // the estimate. Request and limit of one resource are set together, so a
 // kept request can never end above a new limit. Resources the AddonResizer
 // does not list are not looked at.
+//
+// A request that is not set but has a limit is the limit: Kubernetes
+// defaults it so, and the pods run with it. With setLimits false the limit
+// is the user's: an estimate above it would be a request the API server
+// rejects (a request may not exceed its limit), so the request is sized to
+// the limit and the resize says it is capped.
 func decide(current corev1.ResourceRequirements, expected corev1.ResourceList, s settings) resize {
 	var r resize
 	r.direction = scaleplanev1alpha1.ResizeDown
@@ -62,6 +79,13 @@ func decide(current corev1.ResourceRequirements, expected corev1.ResourceList, s
 		want := expected[name]
 		req, hasReq := current.Requests[name]
 		lim, hasLim := current.Limits[name]
+		if !hasReq && hasLim {
+			req, hasReq = lim, true
+		}
+		if !s.setLimits && hasLim && want.Cmp(lim) > 0 {
+			r.capped = append(r.capped, cappedResource{name: name, estimate: want.DeepCopy(), limit: lim.DeepCopy()})
+			want = lim.DeepCopy()
+		}
 		out := !hasReq || !withinThreshold(name, req, want, s.threshold)
 		if s.setLimits {
 			out = out || !hasLim || !withinThreshold(name, lim, want, s.threshold)
@@ -84,9 +108,19 @@ func decide(current corev1.ResourceRequirements, expected corev1.ResourceList, s
 	return r
 }
 
+// describeCapped says which estimates the container's limits hold back, for
+// the condition: "cpu estimate 700m, limit 500m".
+func describeCapped(capped []cappedResource) string {
+	parts := make([]string, 0, len(capped))
+	for _, c := range capped {
+		parts = append(parts, fmt.Sprintf("%s estimate %s, limit %s", c.name, c.estimate.String(), c.limit.String()))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // raises reports whether setting a value to to raises it. A value that was
-// not set counts as a raise: a missing request is a request of zero, and
-// setting a missing limit is the first sizing of the container.
+// not set counts as a raise: a missing request without a limit is a request
+// of zero, and setting a missing limit is the first sizing of the container.
 func raises(from *resource.Quantity, to resource.Quantity) bool {
 	return from == nil || to.Cmp(*from) > 0
 }

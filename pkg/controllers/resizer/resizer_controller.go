@@ -357,7 +357,11 @@ func planResize(ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z 
 	rs := decide(container.Resources, z.expected, s)
 	if len(rs.changes) == 0 {
 		status.PendingResize = nil
-		withinThresholdCondition(status, s, ar.Generation, now)
+		if len(rs.capped) > 0 {
+			cappedCondition(status, s, w, rs, ar.Generation, now)
+		} else {
+			withinThresholdCondition(status, s, ar.Generation, now)
+		}
 		return rs, result{outcome: outcomeWithinThreshold}, false
 	}
 	delay := s.delay(rs.direction)
@@ -379,8 +383,12 @@ func planResize(ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z 
 func (c *Controller) resized(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, rs resize, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
 	status.PendingResize = nil
 	status.LastChangeTime = ptr.To(metav1.NewTime(now).Rfc3339Copy())
-	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized,
-		fmt.Sprintf("Resized for cluster size %d %s", z.size, s.unit()), ar.Generation, now)
+	if len(rs.capped) > 0 {
+		cappedCondition(status, s, w, rs, ar.Generation, now)
+	} else {
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized,
+			fmt.Sprintf("Resized for cluster size %d %s", z.size, s.unit()), ar.Generation, now)
+	}
 	changes := describe(rs.changes, s.setLimits)
 	msg := fmt.Sprintf("Resized container %q of %s: %s; cluster size %d %s (%s)", s.container, w, changes, z.size, s.unit(), s.mode)
 	if z.units != z.size {
@@ -423,6 +431,17 @@ func withinThresholdCondition(status *scaleplanev1alpha1.AddonResizerStatus, s s
 	}
 	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonWithinThreshold,
 		fmt.Sprintf("Within %d%% of the recommendation", s.threshold), generation, now)
+}
+
+// cappedCondition records that the container's own limits hold the requests
+// below the estimate: setLimits is false, so the limits are the user's, and
+// the API server rejects a request above its limit. The Warning event
+// follows from the condition's transition.
+func cappedCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings, w *workload, rs resize, generation int64, now time.Time) {
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit,
+		fmt.Sprintf("Requests of container %q of %s capped at its limits (%s): setLimits is false and a request may not exceed its limit; raise the limits, or set setLimits: true to size them too",
+			s.container, w, describeCapped(rs.capped)),
+		generation, now)
 }
 
 // targetMissing records that the target cannot be read. A pending change

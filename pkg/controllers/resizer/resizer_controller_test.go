@@ -17,12 +17,14 @@ limitations under the License.
 package resizer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -663,4 +665,77 @@ func TestWaitsForOwnPatchInCache(t *testing.T) {
 	if target, s := h.writes(); target != 1 || s != status {
 		t.Errorf("wrote with a stale cache")
 	}
+}
+
+// A container with limits but no requests runs with requests equal to its
+// limits (Kubernetes defaults them so): an estimate below them is a cut,
+// held back by scaleDownDelay, not a raise applied at once — issue 18,
+// item 9.
+func TestLimitWithoutRequestIsTheRequest(t *testing.T) {
+	for _, setLimits := range []bool{true, false} {
+		t.Run(fmt.Sprintf("setLimits %v", setLimits), func(t *testing.T) {
+			h := newHarness(t, addonResizer("ar", withDelays(0, 10*time.Minute), withSetLimits(setLimits)),
+				deployment(addonName, resources("limit:cpu=300m", "limit:memory=300Mi")))
+			h.setNodes(10) // The estimate: cpu 200m, memory 200Mi.
+			if d := h.syncAt(t0, "ar"); d != 10*time.Minute {
+				t.Errorf("requeue after %v; want scaleDownDelay, 10m", d)
+			}
+			if target, _ := h.writes(); target != 0 {
+				t.Fatalf("%d target writes; want the cut held back", target)
+			}
+			if p := h.get("ar").Status.PendingResize; p == nil || p.Direction != scaleplanev1alpha1.ResizeDown {
+				t.Errorf("pendingResize %+v; want Down", p)
+			}
+			h.syncAt(t0.Add(10*time.Minute), "ar")
+			if target, _ := h.writes(); target != 1 {
+				t.Fatalf("%d target writes after scaleDownDelay; want 1", target)
+			}
+			mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "200m")
+		})
+	}
+}
+
+// With setLimits false the limits are the user's, and the API server
+// rejects a request above its limit: an estimate above the limit sizes the
+// request to the limit, and the AddonResizer says so in UpToDate
+// (CappedAtLimit) and a Warning event, once — issue 18, item 6.
+func TestSetLimitsFalseCapsAtTheLimit(t *testing.T) {
+	h := newHarness(t, addonResizer("ar", withSetLimits(false)),
+		deployment(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=150m")))
+	h.setNodes(10) // The estimate: cpu 200m, memory 200Mi.
+	h.syncAt(t0, "ar")
+	got := h.deploymentResources(addonName)
+	mustQuantity(t, got.Requests, corev1.ResourceCPU, "150m")
+	mustQuantity(t, got.Requests, corev1.ResourceMemory, "200Mi")
+	mustQuantity(t, got.Limits, corev1.ResourceCPU, "150m")
+	h.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+	if c := h.condition("ar", scaleplanev1alpha1.ConditionUpToDate); c == nil || !strings.Contains(c.Message, "cpu estimate 200m, limit 150m") {
+		t.Errorf("UpToDate %+v; want it to name the estimate and the limit", c)
+	}
+	h.expectEvents("Normal Resized", "Warning CappedAtLimit")
+	if r := h.get("ar").Status.Recommendation; r == nil {
+		t.Error("no recommendation")
+	} else {
+		mustQuantity(t, r.Requests, corev1.ResourceCPU, "200m")
+	}
+
+	// Steady: no write, no more events.
+	h.kube.ClearActions()
+	h.syncAt(t0.Add(time.Minute), "ar")
+	if target, _ := h.writes(); target != 0 {
+		t.Errorf("%d target writes while capped", target)
+	}
+	h.expectEvents()
+
+	// The user raises the limit: the request follows the estimate.
+	d, err := h.kube.AppsV1().Deployments(ns).Get(h.ctx, addonName, metav1.GetOptions{})
+	h.check(err)
+	containerOf(t, &d.Spec.Template).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+	d.Generation++
+	_, err = h.kube.AppsV1().Deployments(ns).Update(h.ctx, d, metav1.UpdateOptions{})
+	h.check(err)
+	h.refresh()
+	h.syncAt(t0.Add(2*time.Minute), "ar")
+	mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "200m")
+	h.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized)
 }

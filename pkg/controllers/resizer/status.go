@@ -51,12 +51,15 @@ const (
 	reasonMetricsUnavailable = "MetricsUnavailable"
 	reasonResizeForbidden    = "ResizeForbidden"
 	reasonResizeFailed       = "ResizeFailed"
+	// reasonCappedAtLimit: setLimits is false and the estimate is above
+	// the container's limit; the request is sized to the limit.
+	reasonCappedAtLimit = "CappedAtLimit"
 )
 
 // warningReasons are the reasons of UpToDate=False that are also Warning
 // events, with the condition's message. The event is sent when the
 // condition turns to one of them, not on every sync that finds it so.
-var warningReasons = []string{reasonTargetNotFound, reasonContainerNotFound, reasonMetricsUnavailable, reasonResizeForbidden, reasonResizeFailed}
+var warningReasons = []string{reasonTargetNotFound, reasonContainerNotFound, reasonMetricsUnavailable, reasonResizeForbidden, reasonResizeFailed, reasonCappedAtLimit}
 
 // observationInterval is how often status is written when only the
 // observed cluster size (and so the recommendation) changed. In a large
