@@ -69,7 +69,13 @@ func (c *Controller) Run(ctx context.Context) {
 	stopped := make(chan struct{})
 	go func() {
 		wg.Wait()
-		// No firing is left: the status writers drain their queue.
+		// No firing is left: the status writers drain their queue. A status
+		// write that failed before the stop waits for its retry in the
+		// queue's delayed adds, which a shut-down queue drops: every object
+		// with applied firings not yet recorded is queued once more.
+		for _, key := range c.memory.pendingKeys() {
+			c.records.Add(key)
+		}
 		c.records.ShutDown()
 		recordWG.Wait()
 		close(stopped)
@@ -163,6 +169,12 @@ func (c *Controller) processNextRecord(stop, work context.Context) bool {
 	unlock := c.locks.lock(key)
 	err := c.recordRecovered(work, key)
 	unlock()
+	if err != nil && stop.Err() != nil {
+		// Stopping: a retry put back on the queue would be dropped once it
+		// shuts down, and the next leader would apply the firing again.
+		c.recordWhileDraining(work, key, err)
+		return true
+	}
 	if err != nil {
 		utilruntime.HandleErrorWithContext(work, err, "Recording the firings of a CronFederatedHPA failed, will retry", "cronFederatedHPA", key)
 		c.records.AddRateLimited(key)
@@ -170,6 +182,49 @@ func (c *Controller) processNextRecord(stop, work context.Context) bool {
 	}
 	c.records.Forget(key)
 	return true
+}
+
+// Retries of a status write that fails while Run drains its queues start
+// minDrainRetry apart and double up to maxDrainRetry; the drain timeout
+// bounds them.
+const (
+	minDrainRetry = 100 * time.Millisecond
+	maxDrainRetry = 2 * time.Second
+)
+
+// recordWhileDraining retries a status write that failed while the
+// controller stops, until it succeeds or the drain timeout cancels work;
+// then the firings it held are reported as applied but not recorded.
+func (c *Controller) recordWhileDraining(work context.Context, key cache.ObjectName, err error) {
+	logger := klog.FromContext(work)
+	for wait := minDrainRetry; err != nil; wait = min(2*wait, maxDrainRetry) {
+		logger.Info("Recording applied firings failed while stopping, will retry until the drain timeout", "cronFederatedHPA", key, "retryAfter", wait, "err", err)
+		timer := c.clock.NewTimer(wait)
+		select {
+		case <-work.Done():
+			timer.Stop()
+			c.reportUnrecorded(work, key, err)
+			return
+		case <-timer.C():
+		}
+		unlock := c.locks.lock(key)
+		err = c.recordRecovered(work, key)
+		unlock()
+	}
+}
+
+// reportUnrecorded says that firings of the object were applied to their
+// targets but could not be recorded in its status before the controller
+// stopped. The next leader plans from status, finds them due, and checks
+// the target before applying them again (see inherited firings).
+func (c *Controller) reportUnrecorded(ctx context.Context, key cache.ObjectName, err error) {
+	if !c.memory.abandon(key) {
+		// Reported already: the key was queued twice while stopping.
+		return
+	}
+	unrecordedStatuses.Inc()
+	klog.FromContext(ctx).Error(err, "Firings were applied to their targets but could not be recorded in status before the drain timeout; the next leader finds them unrecorded",
+		"cronFederatedHPA", key, "rules", c.memory.pendingRules(key))
 }
 
 // waitForFirings returns once no firing is pending or running, when stop

@@ -17,6 +17,7 @@ limitations under the License.
 package cronscaler
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -82,6 +83,9 @@ type objectMemory struct {
 	// rule names was reported, so it is reported once per change.
 	refused           bool
 	refusedGeneration int64
+	// abandoned is set once pending histories that could not be written
+	// before the controller stopped were reported.
+	abandoned bool
 }
 
 // firingRetry is a firing whose target write failed for a transient reason and is
@@ -278,6 +282,33 @@ func (m *memory) pendingKeys() []cache.ObjectName {
 		}
 	}
 	return out
+}
+
+// pendingRules returns the names of the rules whose histories are pending.
+func (m *memory) pendingRules(key cache.ObjectName) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	if o := m.objects[key]; o != nil {
+		for name := range o.pending {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// abandon marks the object's pending histories as reported unrecorded and
+// says whether they were not reported yet.
+func (m *memory) abandon(key cache.ObjectName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.objects[key]
+	if o == nil || len(o.pending) == 0 || o.abandoned {
+		return false
+	}
+	o.abandoned = true
+	return true
 }
 
 // retryOf returns the retry of the rule's firing, if any.

@@ -73,6 +73,12 @@ var (
 		Help:           "Normal events (Scaled) not emitted because more came than the cron-scaler's event rate allows, so that events do not crowd out target writes in a burst. Warning events are never dropped by the cron-scaler; status records every firing.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	unrecordedStatuses = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "unrecorded_statuses_total",
+		Help:           "Status writes of CronFederatedHPAs whose firings were applied to their targets but could not be recorded before the controller stopped (the drain timeout passed). The next leader finds these firings unrecorded; see the log line naming the object and rules.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	schemaFieldStored = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "crd_schema_field_stored",
@@ -87,6 +93,6 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents)
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses)
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 // Issue 12, item 4 (the controller's part): when Run's context ends, the
@@ -127,4 +128,89 @@ func (s *stuckScales) Patch(ctx context.Context, _ schema.GroupVersionResource, 
 	s.entered <- struct{}{}
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// Issue 17, finding 3: a status write that fails once while Run drains used
+// to be put back on a queue already shut down, and dropped; Run returned
+// long before its drain timeout without recording the applied firing. It is
+// now retried until it is written.
+func TestRunRetriesAStatusWriteThatFailsWhileDraining(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h, returned := runUntilStopping(t, crd, 1)
+		for !isClosed(returned) {
+			if h.clock.HasWaiters() {
+				h.clock.Step(minDrainRetry)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		h.refresh()
+		if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+			t.Errorf("the applied firing was not recorded before Run returned: %+v", hist)
+		}
+		if n := h.statusWrites(); n != 2 {
+			t.Errorf("%d status writes; want 2, the failed one and its retry", n)
+		}
+	})
+}
+
+// Issue 17, finding 3: a status write that keeps failing is retried until
+// the drain timeout, and then reported (metric, log), not dropped silently.
+func TestRunReportsAStatusWriteAbandonedAtTheDrainTimeout(t *testing.T) {
+	before, _ := testutil.GetCounterMetricValue(unrecordedStatuses)
+	h, returned := runUntilStopping(t, projectSchema, 1000)
+	stepped := time.Duration(0)
+	for !isClosed(returned) {
+		if h.clock.HasWaiters() {
+			h.clock.Step(minDrainRetry)
+			stepped += minDrainRetry
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if stepped < DefaultDrainTimeout {
+		t.Errorf("Run returned after %v of retries; want it to retry until the drain timeout (%v)", stepped, DefaultDrainTimeout)
+	}
+	if n := h.statusWrites(); n < 5 {
+		t.Errorf("%d status writes; want retries until the drain timeout", n)
+	}
+	after, _ := testutil.GetCounterMetricValue(unrecordedStatuses)
+	if after-before != 1 {
+		t.Errorf("cron_scaler_unrecorded_statuses_total went up by %v; want 1", after-before)
+	}
+}
+
+// runUntilStopping runs the controller over one object due at 08:00 and
+// stops it while its target write is in flight; the next failures status
+// writes then fail. It returns once the target write finished; returned is
+// closed when Run returns.
+func runUntilStopping(t *testing.T, crd schemaVariant, failures int) (*harness, chan struct{}) {
+	h := newHarnessOn(t, crd, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	h.client.ClearActions()
+	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
+	h.c.synced = func() bool { return true }
+	h.runTimed()
+	h.scales.block, h.scales.entered = make(chan struct{}), make(chan struct{}, 10)
+
+	ctx, cancel := context.WithCancel(h.ctx)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		h.c.Run(ctx)
+	}()
+	h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: "c"})
+	<-h.scales.entered
+	cancel()
+	h.failStatusWrites(failures)
+	close(h.scales.block)
+	return h, returned
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
