@@ -53,7 +53,7 @@ func indexByTarget(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	return []string{targetKey(ar.Namespace, ar.Spec.TargetRef.Kind, ar.Spec.TargetRef.Name)}, nil
+	return []string{targetKeyOf(ar)}, nil
 }
 
 func indexBySize(obj any) ([]string, error) {
@@ -98,15 +98,20 @@ func (c *Controller) registerHandlers(
 	return nil
 }
 
+// onAdd enqueues a new AddonResizer, and the others of its target, which
+// may now share a container with it.
 func (c *Controller) onAdd(obj any) {
 	if ar, ok := obj.(*scaleplanev1alpha1.AddonResizer); ok {
 		c.queue.Add(cache.MetaObjectToName(ar))
+		c.enqueueByTarget(targetKeyOf(ar))
 	}
 }
 
 // onUpdate enqueues every change, so that a spec edit takes effect at once.
 // The resizer's own status writes come back here too: that sync is cheap and
-// writes nothing.
+// writes nothing. A spec change enqueues the other AddonResizers of the old
+// and the new target too: they may have stopped or started sharing a
+// container with this one.
 func (c *Controller) onUpdate(oldObj, newObj any) {
 	oldAR, ok1 := oldObj.(*scaleplanev1alpha1.AddonResizer)
 	newAR, ok2 := newObj.(*scaleplanev1alpha1.AddonResizer)
@@ -115,16 +120,27 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 		return
 	}
 	c.queue.Add(cache.MetaObjectToName(newAR))
+	if oldAR.Generation != newAR.Generation {
+		c.enqueueByTarget(targetKeyOf(oldAR))
+		c.enqueueByTarget(targetKeyOf(newAR))
+	}
 }
 
+// onDelete enqueues a deleted AddonResizer, whose sync finds it gone and
+// drops what is kept about it, and the others of its target, which may now
+// be the only one on their container.
 func (c *Controller) onDelete(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	if ar, ok := obj.(*scaleplanev1alpha1.AddonResizer); ok {
-		// The sync finds it gone and drops what is kept about it.
 		c.queue.Add(cache.MetaObjectToName(ar))
+		c.enqueueByTarget(targetKeyOf(ar))
 	}
+}
+
+func targetKeyOf(ar *scaleplanev1alpha1.AddonResizer) string {
+	return targetKey(ar.Namespace, ar.Spec.TargetRef.Kind, ar.Spec.TargetRef.Name)
 }
 
 // onWorkload enqueues the AddonResizers of a workload that was created or

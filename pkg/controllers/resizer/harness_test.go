@@ -386,6 +386,10 @@ func withTarget(kind scaleplanev1alpha1.TargetKind, name string) option {
 	}
 }
 
+func withContainer(name string) option {
+	return func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.ContainerName = name }
+}
+
 func withResources(r ...scaleplanev1alpha1.ResourceScaling) option {
 	return func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.Resources = r }
 }

@@ -267,6 +267,10 @@ func (c *Controller) reconcile(ctx context.Context, ar *scaleplanev1alpha1.Addon
 		return result{outcome: outcomeError}
 	}
 	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionTrue, reasonFound, fmt.Sprintf("Container %q found", s.container), ar.Generation, now)
+	if rivals := c.rivals(ar, s); len(rivals) > 0 {
+		ambiguousCondition(status, ar, s, w, rivals, now)
+		return result{outcome: outcomeError}
+	}
 	if !counted || c.patched.behind(w) {
 		return result{wait: cacheRetry}
 	}

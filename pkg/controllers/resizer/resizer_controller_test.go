@@ -546,7 +546,7 @@ func TestObservationOnlyStatusIsPaced(t *testing.T) {
 
 func TestMetricsSource(t *testing.T) {
 	h := newHarness(t, addonResizer("nodes", withSource(scaleplanev1alpha1.SourceMetrics)),
-		addonResizer("containers", withSource(scaleplanev1alpha1.SourceMetrics), withMode(scaleplanev1alpha1.ContainerProportional)),
+		addonResizer("containers", withSource(scaleplanev1alpha1.SourceMetrics), withMode(scaleplanev1alpha1.ContainerProportional), withContainer("sidecar")),
 		deployment(addonName, resources()))
 	for _, n := range []string{"n1", "n2", "n3"} {
 		h.addMetrics(nodeMetrics(n))
@@ -607,7 +607,7 @@ func TestMetricsUnavailable(t *testing.T) {
 // empty cluster.
 func TestMetricsEmptyIsNotSizeZero(t *testing.T) {
 	h := newHarness(t, addonResizer("nodes", withSource(scaleplanev1alpha1.SourceMetrics)),
-		addonResizer("containers", withSource(scaleplanev1alpha1.SourceMetrics), withMode(scaleplanev1alpha1.ContainerProportional)),
+		addonResizer("containers", withSource(scaleplanev1alpha1.SourceMetrics), withMode(scaleplanev1alpha1.ContainerProportional), withContainer("sidecar")),
 		deployment(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=100m", "limit:memory=100Mi")))
 	h.syncAt(t0, "nodes")
 	h.syncAt(t0, "containers")
@@ -738,4 +738,64 @@ func TestSetLimitsFalseCapsAtTheLimit(t *testing.T) {
 	h.syncAt(t0.Add(2*time.Minute), "ar")
 	mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "200m")
 	h.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized)
+}
+
+// Two AddonResizers that size the same resource of one container would undo
+// each other's patch forever, each a rollout of the add-on: neither writes,
+// both say so in UpToDate (AmbiguousTarget) and a Warning naming the other,
+// as the HPA controller does with AmbiguousSelector. Once one goes, the
+// other resizes — issue 18, item 7.
+func TestTwoAddonResizersOnOneContainer(t *testing.T) {
+	h := newHarness(t,
+		addonResizer("a"),
+		addonResizer("b", withResources(scaling(corev1.ResourceMemory, "50Mi", "20Mi"))),
+		deployment(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=100m", "limit:memory=100Mi")))
+	h.setNodes(10)
+	for range 2 {
+		h.syncAt(t0, "a")
+		h.syncAt(t0, "b")
+	}
+	if target, _ := h.writes(); target != 0 {
+		t.Errorf("%d target writes; want none while two AddonResizers size the container", target)
+	}
+	for name, other := range map[string]string{"a": "b", "b": "a"} {
+		h.expectCondition(name, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonAmbiguousTarget)
+		if c := h.condition(name, scaleplanev1alpha1.ConditionUpToDate); c == nil || !strings.Contains(c.Message, "AddonResizer "+other+" (memory)") {
+			t.Errorf("%s: UpToDate %+v; want it to name %s and the shared resource", name, c, other)
+		}
+	}
+	events := h.expectEvents("Warning AmbiguousTarget", "Warning AmbiguousTarget")
+	if len(events) == 2 && (!strings.Contains(events[0], "AddonResizer b") || !strings.Contains(events[1], "AddonResizer a")) {
+		t.Errorf("events %q; want each to name the other", events)
+	}
+
+	// b is deleted: its delete event enqueues a, which resizes.
+	b := h.get("b")
+	h.check(h.client.ScaleplaneV1alpha1().AddonResizers(ns).Delete(h.ctx, "b", metav1.DeleteOptions{}))
+	h.refresh()
+	h.c.onDelete(b)
+	h.expectQueued("the other deleted", "a", "b")
+	h.syncAt(t0.Add(time.Minute), "a")
+	if target, _ := h.writes(); target != 1 {
+		t.Errorf("%d target writes after the other was deleted; want 1", target)
+	}
+	mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "200m")
+}
+
+// AddonResizers on different resources, or different containers, of one
+// workload do not meet.
+func TestAddonResizersOnDifferentResourcesOfOneWorkload(t *testing.T) {
+	h := newHarness(t,
+		addonResizer("cpu", withResources(scaling(corev1.ResourceCPU, "100m", "10m"))),
+		addonResizer("memory", withResources(scaling(corev1.ResourceMemory, "100Mi", "10Mi"))),
+		addonResizer("sidecar", withContainer("sidecar")),
+		deployment(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=100m", "limit:memory=100Mi")))
+	h.setNodes(10)
+	for _, name := range []string{"cpu", "memory", "sidecar"} {
+		h.syncAt(t0, name)
+		h.expectCondition(name, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized)
+	}
+	got := h.deploymentResources(addonName)
+	mustQuantity(t, got.Requests, corev1.ResourceCPU, "200m")
+	mustQuantity(t, got.Requests, corev1.ResourceMemory, "200Mi")
 }

@@ -54,12 +54,15 @@ const (
 	// reasonCappedAtLimit: setLimits is false and the estimate is above
 	// the container's limit; the request is sized to the limit.
 	reasonCappedAtLimit = "CappedAtLimit"
+	// reasonAmbiguousTarget: another AddonResizer sizes the same
+	// resources of the same container.
+	reasonAmbiguousTarget = "AmbiguousTarget"
 )
 
 // warningReasons are the reasons of UpToDate=False that are also Warning
 // events, with the condition's message. The event is sent when the
 // condition turns to one of them, not on every sync that finds it so.
-var warningReasons = []string{reasonTargetNotFound, reasonContainerNotFound, reasonMetricsUnavailable, reasonResizeForbidden, reasonResizeFailed, reasonCappedAtLimit}
+var warningReasons = []string{reasonTargetNotFound, reasonContainerNotFound, reasonMetricsUnavailable, reasonResizeForbidden, reasonResizeFailed, reasonCappedAtLimit, reasonAmbiguousTarget}
 
 // observationInterval is how often status is written when only the
 // observed cluster size (and so the recommendation) changed. In a large
