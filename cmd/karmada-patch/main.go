@@ -1,0 +1,147 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command karmada-patch reads the karmada-controller-manager Deployment of a
+// Karmada install (as `kubectl get deployment -o yaml` prints it) and writes
+// the patches and values that put scaleplane next to it, derived from that
+// Deployment so that nobody copies Karmada's command by hand:
+//
+//	cron-off.json         JSON patch: appends --controllers=*,-cronFederatedHorizontalPodAutoscaler to Karmada's command
+//	cron-on.json          its exact reverse
+//	helm-values.yaml      Helm installs: the chart's controllerManager.controllers with the cron controller off
+//	helm-values-undo.yaml ... and as it was
+//	karmada-cron-off.json karmada-operator installs: merge patch of the Karmada object's extraArgs.controllers
+//	karmada-cron-on.json  ... and as it was
+//	sidecar.yaml          strategic merge patch adding only scaleplane's container (not for karmada-operator)
+//	sidecar-remove.yaml   its reverse
+//	companion-values.yaml values of charts/scaleplane for a companion Deployment
+//
+// docs/karmada/<installer>.md says which of them each installer needs.
+//
+// Usage:
+//
+//	kubectl -n karmada-system get deployment karmada-controller-manager -o yaml > kcm.yaml
+//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches/
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scaleplane/scaleplane/pkg/karmadaadoption"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdin, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "karmada-patch: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdin io.Reader, stderr io.Writer) error {
+	fs := flag.NewFlagSet("karmada-patch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("f", "-", "the karmada-controller-manager Deployment, YAML or JSON (- is stdin)")
+	out := fs.String("o", "karmada-patches", "directory to write the patches and values to")
+	image := fs.String("image", karmadaadoption.DefaultImage, "scaleplane-controller-manager image of the sidecar")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var data []byte
+	var err error
+	if *file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the Deployment: %w", err)
+	}
+	d := &appsv1.Deployment{}
+	if err := yaml.Unmarshal(data, d); err != nil {
+		return fmt.Errorf("decoding the Deployment: %w", err)
+	}
+	if d.Kind != "Deployment" {
+		return fmt.Errorf("%s is a %q, not a Deployment", *file, d.Kind)
+	}
+	in, err := karmadaadoption.Inspect(d)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", *out, err)
+	}
+	write := func(name string, content []byte) error {
+		if err := os.WriteFile(filepath.Join(*out, name), content, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+		fmt.Fprintf(stderr, "  %s\n", filepath.Join(*out, name))
+		return nil
+	}
+
+	fmt.Fprintf(stderr, "%s/%s: installed by %s; Karmada's container %q (index %d); kubeconfig %s from Secret %s key %s; Lease namespace %s\n",
+		d.Namespace, d.Name, in.Installer, in.Container.Name, in.ContainerIndex, in.Kubeconfig, in.SecretName, in.SecretKey, in.LeaseNamespace)
+	off, offErr := in.CronOffPatch()
+	if offErr == nil {
+		on, err := in.CronOnPatch()
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(write("cron-off.json", off), write("cron-on.json", on)); err != nil {
+			return err
+		}
+	} else {
+		// Not fatal: an install whose cron controller is already off (the
+		// installer's own setting) still needs the sidecar or companion.
+		fmt.Fprintf(stderr, "no cron-off.json: %v\n", offErr)
+	}
+	switch in.Installer {
+	case karmadaadoption.Helm:
+		if off, undo, err := in.HelmValues(); err != nil {
+			fmt.Fprintf(stderr, "no helm-values.yaml: %v\n", err)
+		} else if err := errors.Join(write("helm-values.yaml", off), write("helm-values-undo.yaml", undo)); err != nil {
+			return err
+		}
+	case karmadaadoption.Operator:
+		fmt.Fprintf(stderr, "the Karmada object: %s/%s\n", d.Namespace, in.KarmadaObject)
+		if off, undo, err := in.OperatorPatches(); err != nil {
+			fmt.Fprintf(stderr, "no karmada-cron-off.json: %v\n", err)
+		} else if err := errors.Join(write("karmada-cron-off.json", off), write("karmada-cron-on.json", undo)); err != nil {
+			return err
+		}
+	}
+	if in.Installer == karmadaadoption.Operator {
+		// karmada-operator PUTs the whole Deployment on every reconcile:
+		// a sidecar would be gone at the next one.
+		fmt.Fprintln(stderr, "no sidecar.yaml: karmada-operator replaces the whole Deployment on every reconcile; use the companion Deployment")
+	} else {
+		sidecar, err := in.SidecarPatch(*image)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(write("sidecar.yaml", sidecar), write("sidecar-remove.yaml", karmadaadoption.SidecarRemovePatch())); err != nil {
+			return err
+		}
+	}
+	return write("companion-values.yaml", in.CompanionValues())
+}
