@@ -61,7 +61,7 @@ func indexBySize(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	return []string{sizeKey(modeOf(&ar.Spec), sourceOf(&ar.Spec))}, nil
+	return []string{sizeKey(modeOf(&ar.Spec), countSource(&ar.Spec))}, nil
 }
 
 func (c *Controller) registerHandlers(

@@ -119,7 +119,8 @@ func TestCountChangeEnqueuesItsMode(t *testing.T) {
 	h.c.counts.onContainersChanged()
 	h.expectQueued("container count changed", "containers")
 	h.c.counts.onNodesChanged()
-	h.expectQueued("node count changed", "nodes")
+	// Nodes are counted from the API server for either source.
+	h.expectQueued("node count changed", "nodes", "nodes-metrics")
 }
 
 // Run end to end: the shared informers, the lazily started pod informer,

@@ -25,45 +25,56 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
-
-	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 )
 
-// metricsSource is the cluster size of source Metrics, read from the
-// resource metrics API (metrics.k8s.io) as KEP-5546 describes: the node
-// count from NodeMetrics, the container count from the containers of
-// PodMetrics. The API cannot be watched, so it is read at most once per
-// interval, and one read serves every AddonResizer of the mode until it is
-// interval old: n AddonResizers cost one list per interval, not n, and a
+// metricsSource is the container count of source Metrics, read from the
+// resource metrics API (metrics.k8s.io) as KEP-5546 describes: the
+// containers of PodMetrics. (Nodes are counted from the API server with
+// either source: see countSource.) The API cannot be watched, so it is read
+// at most once per interval, and one read serves every AddonResizer until it
+// is interval old: n AddonResizers cost one list per interval, not n, and a
 // failing API is asked once per interval too.
+//
+// metrics-server leaves out a pod whose kubelet it failed to scrape: a pod
+// missing from a read but present in the one before is counted once more,
+// so a scrape gap does not resize; a pod that is really gone stops counting
+// one read later.
 type metricsSource struct {
 	client   metricsclientset.Interface
 	clock    clock.PassiveClock
 	interval time.Duration
 
-	nodes snapshot[int64]
-	pods  snapshot[*containerCounter]
+	pods snapshot[*containerCounter]
+	// last is the pods of the last read that answered, and whether each
+	// was held over from the read before it. Only readPods uses it, under
+	// the snapshot's lock.
+	last map[cache.ObjectName]heldPod
+}
+
+// heldPod is a pod of a PodMetrics read.
+type heldPod struct {
+	pod *countedPod
+	// held says the pod was missing from the read and counted from the
+	// read before.
+	held bool
 }
 
 func newMetricsSource(client metricsclientset.Interface, clk clock.PassiveClock, interval time.Duration) *metricsSource {
 	return &metricsSource{client: client, clock: clk, interval: interval}
 }
 
-// size returns the cluster size of mode, leaving out the target's pods
-// (selector in namespace) when counting containers, and when the value was
-// read. PodMetrics carry their pod's labels, so the selector applies to
-// them as to pods.
-func (m *metricsSource) size(ctx context.Context, mode scaleplanev1alpha1.ScalingMode, namespace string, selector labels.Selector) (int64, time.Time, error) {
-	if mode == scaleplanev1alpha1.ContainerProportional {
-		pods, at, err := m.pods.get(ctx, m.clock.Now(), m.interval, m.readPods)
-		if err != nil {
-			return 0, at, err
-		}
-		return pods.excluding(namespace, selector), at, nil
+// size returns the container count, leaving out the target's pods (selector
+// in namespace), and when the value was read. PodMetrics carry their pod's
+// labels, so the selector applies to them as to pods.
+func (m *metricsSource) size(ctx context.Context, namespace string, selector labels.Selector) (int64, time.Time, error) {
+	pods, at, err := m.pods.get(ctx, m.clock.Now(), m.interval, m.readPods)
+	if err != nil {
+		return 0, at, err
 	}
-	return m.nodes.get(ctx, m.clock.Now(), m.interval, m.readNodes)
+	return pods.excluding(namespace, selector), at, nil
 }
 
 // nextRead returns how long until a value read at at is stale.
@@ -74,39 +85,38 @@ func (m *metricsSource) nextRead(at time.Time) time.Duration {
 	return m.interval
 }
 
-func (m *metricsSource) readNodes(ctx context.Context) (int64, error) {
-	list, err := m.client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("listing NodeMetrics from metrics.k8s.io (is metrics-server running and its APIService available?): %w", err)
-	}
-	// A cluster that runs metrics-server has nodes: an empty list means
-	// metrics-server has not scraped yet (it has just started), not a
-	// cluster of size 0, which would cut the add-on to its base.
-	if len(list.Items) == 0 {
-		return 0, errNoMetricsYet("NodeMetrics")
-	}
-	return int64(len(list.Items)), nil
-}
-
 func (m *metricsSource) readPods(ctx context.Context) (*containerCounter, error) {
 	list, err := m.client.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing PodMetrics from metrics.k8s.io (is metrics-server running and its APIService available?): %w", err)
 	}
+	// A cluster that runs metrics-server has pods: an empty list means
+	// metrics-server has not scraped yet (it has just started), not a
+	// cluster of size 0, which would cut the add-on to its base.
 	if len(list.Items) == 0 {
 		return nil, errNoMetricsYet("PodMetrics")
 	}
-	counter := newContainerCounter()
+	read := make(map[cache.ObjectName]heldPod, len(list.Items))
 	for i := range list.Items {
 		pm := &list.Items[i]
 		// Only running pods have metrics; their containers count.
-		counter.add(&countedPod{
+		read[cache.ObjectName{Namespace: pm.Namespace, Name: pm.Name}] = heldPod{pod: &countedPod{
 			Namespace:  pm.Namespace,
 			Name:       pm.Name,
 			Labels:     pm.Labels,
 			Phase:      corev1.PodRunning,
 			Containers: int32(len(pm.Containers)),
-		})
+		}}
+	}
+	for key, p := range m.last {
+		if _, ok := read[key]; !ok && !p.held {
+			read[key] = heldPod{pod: p.pod, held: true}
+		}
+	}
+	m.last = read
+	counter := newContainerCounter()
+	for _, p := range read {
+		counter.add(p.pod)
 	}
 	return counter, nil
 }

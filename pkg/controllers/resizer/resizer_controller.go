@@ -309,7 +309,7 @@ func (c *Controller) observe(ctx context.Context, ar *scaleplanev1alpha1.AddonRe
 	if s.source != scaleplanev1alpha1.SourceMetrics {
 		return c.counts.size(s.mode, ar.Namespace, selector), 0, nil
 	}
-	size, at, err := c.metrics.size(ctx, s.mode, ar.Namespace, selector)
+	size, at, err := c.metrics.size(ctx, ar.Namespace, selector)
 	return size, c.metrics.nextRead(at), err
 }
 

@@ -34,10 +34,12 @@ const defaultMinClusterSize = 16
 // controller right for objects written by clients that skipped the schema
 // (and for the tests).
 type settings struct {
-	target         scaleplanev1alpha1.TargetReference
-	container      string
-	resources      []scaleplanev1alpha1.ResourceScaling
-	mode           scaleplanev1alpha1.ScalingMode
+	target    scaleplanev1alpha1.TargetReference
+	container string
+	resources []scaleplanev1alpha1.ResourceScaling
+	mode      scaleplanev1alpha1.ScalingMode
+	// source is where the size is counted from (countSource), which is
+	// not always the spec's.
 	source         scaleplanev1alpha1.SizeSource
 	estimator      scaleplanev1alpha1.EstimatorType
 	minClusterSize int64
@@ -53,7 +55,7 @@ func resolve(spec *scaleplanev1alpha1.AddonResizerSpec) settings {
 		container:      spec.ContainerName,
 		resources:      spec.Resources,
 		mode:           modeOf(spec),
-		source:         sourceOf(spec),
+		source:         countSource(spec),
 		estimator:      spec.Estimator.Type,
 		minClusterSize: int64(spec.Estimator.MinClusterSize),
 		threshold:      int64(min(max(spec.Threshold, 0), 100)),
@@ -86,6 +88,23 @@ func sourceOf(spec *scaleplanev1alpha1.AddonResizerSpec) scaleplanev1alpha1.Size
 		return scaleplanev1alpha1.SourceAPIServer
 	}
 	return spec.Source
+}
+
+// countSource is where the cluster size of an AddonResizer really comes
+// from. Nodes are always counted from the API server's Node objects, also
+// with source Metrics: metrics-server lists a node only once it has scraped
+// it twice, so one missed kubelet scrape drops the node from NodeMetrics
+// and, near a bucket edge, cuts the add-on by a third until the next scrape
+// raises it again (two rollouts of metrics-server itself, for nothing).
+// Addon Resizer 1.8's --use-metrics did not count NodeMetrics either: it
+// read the API server's own count of Node objects (etcd_object_counts on
+// kube-apiserver's /metrics). Containers do come from PodMetrics with source
+// Metrics (KEP-5546), held across a scrape gap (metricsSource).
+func countSource(spec *scaleplanev1alpha1.AddonResizerSpec) scaleplanev1alpha1.SizeSource {
+	if modeOf(spec) == scaleplanev1alpha1.NodeProportional {
+		return scaleplanev1alpha1.SourceAPIServer
+	}
+	return sourceOf(spec)
 }
 
 // delay returns how long a change in direction dir must wait.
