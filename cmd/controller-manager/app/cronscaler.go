@@ -44,17 +44,20 @@ func newCronScalerControllerDescriptor() *ControllerDescriptor {
 // and one per status writer in flight, --concurrent-cron-scaler-syncs each
 // (the status writers wait while targets are written), and when a thousand rules
 // fire at once a client-side rate limit would only spread the firings over
-// seconds. Its informer lists and watches through the shared factory.
+// seconds. Its informer lists and watches through the shared factory. It
+// reads the installed CronFederatedHPA CRD first: on a Karmada control plane
+// the CRD is Karmada's, which stores neither of scaleplane's added fields.
 func newCronScalerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
-	return cronscaler.NewController(
-		ctx,
-		controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs(),
-		controllerCtx.Unbounded.Client,
-		controllerCtx.Unbounded.KubeClient,
-		controllerCtx.Unbounded.ScaleClient,
-		controllerCtx.RESTMapper,
-		controllerCtx.EventRecorderFor(cronscaler.Name),
-		controllerCtx.Clock,
-		controllerCtx.Options.CronScaler.ConcurrentSyncs,
-	)
+	return cronscaler.NewController(ctx, cronscaler.Config{
+		Informer:   controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs(),
+		Client:     controllerCtx.Unbounded.Client,
+		KubeClient: controllerCtx.Unbounded.KubeClient,
+		Scales:     controllerCtx.Unbounded.ScaleClient,
+		Metadata:   controllerCtx.MetadataClient,
+		Mapper:     controllerCtx.RESTMapper,
+		Recorder:   controllerCtx.EventRecorderFor(cronscaler.Name),
+		Clock:      controllerCtx.Clock,
+		Workers:    controllerCtx.Options.CronScaler.ConcurrentSyncs,
+		Stored:     readCronSchema(ctx, controllerCtx.DynamicClient),
+	})
 }

@@ -28,24 +28,7 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/controllers/cronscaler"
 )
 
-// beforeRun holds what the manager does with a built controller before
-// running it, by controller name.
-var beforeRun = map[string]func(ctx context.Context, controllerCtx ControllerContext, controller Controller){
-	cronscaler.Name: configureCronScaler,
-}
-
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// configureCronScaler tells the cron-scaler which of scaleplane's added
-// fields the installed CronFederatedHPA CRD stores: on a Karmada control
-// plane the CRD is Karmada's, which stores neither.
-func configureCronScaler(ctx context.Context, controllerCtx ControllerContext, controller Controller) {
-	c, ok := controller.(*cronscaler.Controller)
-	if !ok {
-		return
-	}
-	c.SetStoredFields(readCronSchema(ctx, controllerCtx.DynamicClient))
-}
 
 // readCronSchema reads the installed CronFederatedHPA CRD and says, once, in
 // the log, which of scaleplane's added fields it stores. When the CRD cannot

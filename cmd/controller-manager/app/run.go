@@ -115,9 +115,6 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		checks.setControllerState(d.name, err, err.Error())
 		return
 	}
-	if prepare := beforeRun[d.name]; prepare != nil {
-		prepare(ctx, controllerCtx, controller)
-	}
 	checks.setControllerState(d.name, nil, "waiting for informer caches to sync")
 	controllerCtx.StartInformers(ctx)
 	if !controllerCtx.WaitForCacheSync(ctx) {

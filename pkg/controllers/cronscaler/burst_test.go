@@ -198,59 +198,6 @@ func TestFiringHeldUntilRecorded(t *testing.T) {
 	}
 }
 
-// Issue 9, bursts: a process that dies after the target write and before the
-// status write (the firing held only in its memory) leaves the firing to its
-// successor, which applies the same value once more and records the slot
-// once, on every schema.
-func TestCrashBetweenTargetWriteAndStatusWrite(t *testing.T) {
-	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
-		obj := cron("c", rule("r", "0 8 * * *", 10))
-		h := newHarnessOn(t, crd, utc("2024-05-01 07:59:59"), obj)
-		h.scales.set("deployments", "web", 1)
-		h.syncAt(utc("2024-05-01 07:59:59"), "c")
-		h.client.ClearActions()
-
-		h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
-		if _, record, err := h.c.fireSync(h.ctx, cache.ObjectName{Namespace: ns, Name: "c"}); err != nil || !record {
-			t.Fatalf("fire phase: record %v, err %v", record, err)
-		}
-		if got := h.scales.get("deployments", "web"); got != 10 {
-			t.Fatalf("replicas = %d; want 10", got)
-		}
-		// The process dies here. Its successor has no memory and a cache
-		// listed from the apiserver, where the target says 10 and status
-		// does not record 08:00. Meanwhile someone scaled the target down.
-		h.scales.set("deployments", "web", 3)
-		h.newController()
-		h.syncAt(utc("2024-05-01 08:00:02"), "c")
-
-		if n := h.scales.updateCount(); n != 2 {
-			t.Errorf("%d target writes; want 2: the successor applies the slot once more", n)
-		}
-		if got := h.scales.get("deployments", "web"); got != 10 {
-			t.Errorf("replicas = %d; want 10", got)
-		}
-		if n := h.statusWrites(); n != 1 {
-			t.Errorf("%d status writes; want 1", n)
-		}
-		hist := h.history("c", "r")
-		if len(hist.SuccessfulExecutions) != 1 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 08:00:00")) {
-			t.Errorf("successful executions %+v; want 08:00 recorded once", hist.SuccessfulExecutions)
-		}
-		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
-			t.Errorf("next = %v; want tomorrow 08:00", got)
-		}
-		// And only once.
-		h.syncAt(utc("2024-05-01 08:00:03"), "c")
-		if n := h.scales.updateCount(); n != 2 {
-			t.Errorf("%d target writes after another sync; want still 2", n)
-		}
-		if n := h.statusWrites(); n != 1 {
-			t.Errorf("%d status writes after another sync; want still 1", n)
-		}
-	})
-}
-
 // Issue 9, bursts: Run stopping between the phases writes the statuses still
 // queued before it returns, so the next leader has nothing to repeat.
 func TestRunRecordsQueuedStatusesWhenStopping(t *testing.T) {

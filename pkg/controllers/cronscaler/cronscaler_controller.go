@@ -42,6 +42,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -67,6 +68,7 @@ const (
 	reasonInvalidRule     = "InvalidRule"
 	reasonDuplicateRules  = "DuplicateRuleNames"
 	reasonStatusNotStored = "UpdateStatusFailed"
+	reasonNotReapplied    = "NotReapplied"
 )
 
 // DefaultDrainTimeout bounds how long Run waits, once its context ends, for
@@ -97,6 +99,7 @@ type Controller struct {
 	client     versioned.Interface
 	kubeClient kubernetes.Interface
 	scales     scale.ScalesGetter
+	metadata   metadata.Interface
 	mapper     meta.ResettableRESTMapper
 	lister     listers.CronFederatedHPALister
 	synced     cache.InformerSynced
@@ -119,8 +122,11 @@ type Controller struct {
 	// written.
 	deferred *deferredEvents
 	// stored says which of scaleplane's added fields the installed CRD
-	// keeps; see SetStoredFields.
+	// keeps; see Config.Stored.
 	stored StoredFields
+	// started is when Run started its workers: a firing due before it may
+	// have been applied by a predecessor (see inheritedFiring).
+	started time.Time
 	// drainTimeout bounds the wait for the syncs in flight when Run stops.
 	drainTimeout time.Duration
 
@@ -129,34 +135,59 @@ type Controller struct {
 	counts    *watchCounts
 }
 
+// FieldManager names the cron-scaler in the managedFields of what it
+// writes: its targets (scale subresource, FederatedHPA, HPA) and
+// CronFederatedHPA status. A target's entry says whether and when the
+// cron-scaler last changed it (see inheritedFiring).
+const FieldManager = "scaleplane-cron-scaler"
+
+// Config is what the cron-scaler is built from.
+type Config struct {
+	// Informer is the CronFederatedHPA informer; the controller registers
+	// its event handlers on it.
+	Informer informers.CronFederatedHPAInformer
+	// Client writes CronFederatedHPA status and FederatedHPAs; KubeClient
+	// writes HPAs; Scales writes the scale subresource of other targets.
+	Client     versioned.Interface
+	KubeClient kubernetes.Interface
+	Scales     scale.ScalesGetter
+	// Metadata reads the managedFields of scale targets for firings a
+	// predecessor may have applied (see inheritedFiring).
+	Metadata metadata.Interface
+	// Mapper maps target kinds to resources for the scale client; it is
+	// reset when a kind is not found, to pick up CRDs installed later.
+	Mapper   meta.ResettableRESTMapper
+	Recorder record.EventRecorder
+	Clock    clock.WithTicker
+	// Workers is the number of syncs, and of status writers, in flight.
+	Workers int
+	// Stored says which of scaleplane's added fields the installed CRD
+	// keeps (see StoredFieldsFromCRD); the zero value, neither, is Karmada's
+	// CRD and always safe.
+	Stored StoredFields
+}
+
 // NewController builds the cron-scaler and registers its event handlers on
-// the CronFederatedHPA informer. mapper maps target kinds to resources for
-// the scale client; it is reset when a kind is not found, to pick up CRDs
-// installed later. Until SetStoredFields says otherwise, the CRD is assumed
-// to store none of scaleplane's added fields, as Karmada's does not.
-func NewController(
-	ctx context.Context,
-	cronInformer informers.CronFederatedHPAInformer,
-	client versioned.Interface,
-	kubeClient kubernetes.Interface,
-	scales scale.ScalesGetter,
-	mapper meta.ResettableRESTMapper,
-	recorder record.EventRecorder,
-	clk clock.WithTicker,
-	workers int,
-) (*Controller, error) {
+// the CronFederatedHPA informer.
+func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	registerMetrics()
+	clk := cfg.Clock
 	c := &Controller{
-		client:       client,
-		kubeClient:   kubeClient,
-		scales:       scales,
-		mapper:       mapper,
-		lister:       cronInformer.Lister(),
-		synced:       cronInformer.Informer().HasSynced,
-		recorder:     recorder,
+		client:       cfg.Client,
+		kubeClient:   cfg.KubeClient,
+		scales:       cfg.Scales,
+		metadata:     cfg.Metadata,
+		mapper:       cfg.Mapper,
+		lister:       cfg.Informer.Lister(),
+		synced:       cfg.Informer.Informer().HasSynced,
+		recorder:     cfg.Recorder,
 		clock:        clk,
-		workers:      workers,
+		workers:      cfg.Workers,
+		stored:       cfg.Stored,
 		drainTimeout: DefaultDrainTimeout,
+		// Construction comes just before the caches sync and Run starts:
+		// a firing due before it was this process's predecessor's.
+		started: clk.Now(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			failureRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},
@@ -173,7 +204,7 @@ func NewController(
 		counts:       newWatchCounts(),
 	}
 	publishStoredFields(c.stored)
-	if _, err := cronInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onAdd(ctx, obj) },
 		UpdateFunc: func(oldObj, newObj any) { c.onUpdate(ctx, oldObj, newObj) },
 		DeleteFunc: func(obj any) { c.onDelete(ctx, obj) },

@@ -72,9 +72,13 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	merged := mergeFirings(due)
 
 	var applyErr error
+	var prior priorWrite
 	wrote := merged != (values{})
 	if wrote {
-		applyErr = c.apply(ctx, obj.Namespace, t, merged)
+		prior, applyErr = c.apply(ctx, obj.Namespace, t, merged, c.inheritedSlot(due))
+		if prior.decided() {
+			klog.FromContext(ctx).Info("Firing inherited from a predecessor not applied again", "target", t.String(), "prior", prior.String())
+		}
 	}
 	transient := applyErr != nil && !isPermanent(applyErr)
 	switch {
@@ -96,7 +100,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
 			continue
 		}
-		c.recordFiring(obj, t, f, due, applyErr, now)
+		c.recordFiring(obj, t, f, due, prior, applyErr, now)
 	}
 	c.memory.setRetries(cache.MetaObjectToName(obj), obj.UID, retries)
 	for i := range plans {
@@ -208,7 +212,7 @@ const (
 	fastUnreachableRetries    = 2 * time.Minute
 )
 
-func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t target, f *firing, due []*firing, applyErr error, now time.Time) {
+func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t target, f *firing, due []*firing, prior priorWrite, applyErr error, now time.Time) {
 	p := f.plan
 	scheduled := p.due.UTC().Format(time.RFC3339)
 	fail := func(result, reason, msg string) {
@@ -229,6 +233,20 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		fail(resultFailed, reasonScaleFailed, applyErr.Error())
+	case prior.by != "":
+		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: it was due before this controller started, and since then %s of %s; "+
+			"the controller before it may have applied it, and applying it now could undo that change", prior, t))
+	case prior.applied:
+		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
+			ScheduleTime:       metaTime(p.due),
+			ExecutionTime:      metaTime(prior.at),
+			AppliedReplicas:    f.won.replicas,
+			AppliedMinReplicas: f.won.min,
+			AppliedMaxReplicas: f.won.max,
+		})
+		c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reasonScaled,
+			fmt.Sprintf("Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior))
+		firings.WithLabelValues(resultSuccess).Inc()
 	default:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
@@ -242,6 +260,18 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			fmt.Sprintf("Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t))
 		firings.WithLabelValues(resultSuccess).Inc()
 	}
+}
+
+// inheritedSlot returns the latest scheduled time among the due firings
+// that came before this process started (see inheritedFiring); zero if none.
+func (c *Controller) inheritedSlot(due []*firing) time.Time {
+	var slot time.Time
+	for _, f := range due {
+		if f.err == nil && f.plan.due.Before(c.started) && f.plan.due.After(slot) {
+			slot = f.plan.due
+		}
+	}
+	return slot
 }
 
 // normalEventf emits a Normal event if the controller's event rate allows it

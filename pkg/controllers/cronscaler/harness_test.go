@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	scalefake "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -144,7 +145,7 @@ func newHarnessOn(t *testing.T, crd schemaVariant, now time.Time, objects ...run
 	h.client.PrependReactor("create", "cronfederatedhpas", pruneWrites)
 	h.client.PrependReactor("update", "cronfederatedhpas", h.updateLikeAPIServer)
 	h.kube = kubefake.NewSimpleClientset(kube...)
-	h.scales = newScaleStore()
+	h.scales = newScaleStore(h.clock)
 	h.mapper = newTestMapper()
 	h.recorder = record.NewFakeRecorder(1000)
 	h.newController()
@@ -158,11 +159,21 @@ func (h *harness) newController() {
 	h.t.Helper()
 	factory := externalversions.NewSharedInformerFactory(h.client, 0)
 	informer := factory.Autoscaling().V1alpha1().CronFederatedHPAs()
-	c, err := NewController(h.ctx, informer, h.client, h.kube, h.scales.fake, h.mapper, h.recorder, h.clock, 1)
+	c, err := NewController(h.ctx, Config{
+		Informer:   informer,
+		Client:     h.client,
+		KubeClient: h.kube,
+		Scales:     h.scales.fake,
+		Metadata:   h.scales.metadata,
+		Mapper:     h.mapper,
+		Recorder:   h.recorder,
+		Clock:      h.clock,
+		Workers:    1,
+		Stored:     h.schema.stored,
+	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	c.SetStoredFields(h.schema.stored)
 	h.syncs = &heldQueue{TypedRateLimitingInterface: c.queue}
 	h.records = &heldQueue{TypedRateLimitingInterface: c.records}
 	c.queue, c.records = h.syncs, h.records
@@ -445,11 +456,16 @@ func (h *harness) statusWrites() int {
 	return n
 }
 
-// scaleStore backs the fake scale client: replicas by resource and name.
+// scaleStore backs the fake scale client: replicas by resource and name,
+// and, as the apiserver keeps them, the managedFields entries that own them
+// (served to the fake metadata client).
 type scaleStore struct {
 	mu       sync.Mutex
+	clock    *testingclock.FakeClock
 	fake     *scalefake.FakeScaleClient
+	metadata *metadatafake.FakeMetadataClient
 	replicas map[string]int32
+	managers map[string]metav1.ManagedFieldsEntry
 	updates  int
 	// conflicts makes the next updates fail with a conflict.
 	conflicts int
@@ -460,8 +476,25 @@ type scaleStore struct {
 	block, entered chan struct{}
 }
 
-func newScaleStore() *scaleStore {
-	s := &scaleStore{fake: &scalefake.FakeScaleClient{}, replicas: map[string]int32{}}
+func newScaleStore(clk *testingclock.FakeClock) *scaleStore {
+	s := &scaleStore{
+		clock: clk, fake: &scalefake.FakeScaleClient{}, metadata: metadatafake.NewSimpleMetadataClient(runtime.NewScheme()),
+		replicas: map[string]int32{}, managers: map[string]metav1.ManagedFieldsEntry{},
+	}
+	s.metadata.PrependReactor("get", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		get := action.(clienttesting.GetAction)
+		key := get.GetResource().Resource + "/" + get.GetName()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.replicas[key]; !ok {
+			return true, nil, apierrors.NewNotFound(get.GetResource().GroupResource(), get.GetName())
+		}
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: get.GetName(), Namespace: get.GetNamespace()}}
+		if e, ok := s.managers[key]; ok {
+			m.ManagedFields = []metav1.ManagedFieldsEntry{e}
+		}
+		return true, m, nil
+	})
 	s.fake.AddReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		s.mu.Lock()
 		block, entered := s.block, s.entered
@@ -496,7 +529,9 @@ func newScaleStore() *scaleStore {
 			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("patch %s does not set spec.replicas", patch.GetPatch()))
 		}
 		s.updates++
-		s.replicas[key] = *body.Spec.Replicas
+		// The fake scale client drops the patch options: every scale
+		// patch is the cron-scaler's.
+		s.write(key, FieldManager, "scale", *body.Spec.Replicas)
 		sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: patch.GetName(), Namespace: patch.GetNamespace()}}
 		sc.Spec.Replicas = *body.Spec.Replicas
 		return true, sc, nil
@@ -504,6 +539,29 @@ func newScaleStore() *scaleStore {
 	return s
 }
 
+// write sets replicas as manager, as the apiserver records it: a write that
+// changes the value makes manager the owner of spec.replicas, at the clock's
+// time (in seconds); one that changes nothing changes no entry.
+func (s *scaleStore) write(key, manager, subresource string, replicas int32) {
+	if old, ok := s.replicas[key]; ok && old == replicas {
+		return
+	}
+	s.replicas[key] = replicas
+	t := metav1.NewTime(s.clock.Now().UTC().Truncate(time.Second))
+	s.managers[key] = metav1.ManagedFieldsEntry{
+		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: &t,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)},
+	}
+}
+
+// scaleBy sets replicas as another manager would, through the object.
+func (s *scaleStore) scaleBy(manager, resource, name string, replicas int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(resource+"/"+name, manager, "", replicas)
+}
+
+// set sets replicas without a trace in managedFields (a test's setup).
 func (s *scaleStore) set(resource, name string, replicas int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -95,13 +95,6 @@ func declares(schema map[string]any, path ...string) bool {
 	return true
 }
 
-// SetStoredFields tells the controller what the installed CRD stores; call it
-// before Run. It is exported as the cron_scaler_crd_schema_field_stored gauge.
-func (c *Controller) SetStoredFields(f StoredFields) {
-	c.stored = f
-	publishStoredFields(f)
-}
-
 func publishStoredFields(f StoredFields) {
 	for field, stored := range map[string]bool{"maxDelaySeconds": f.MaxDelaySeconds, "lastScheduleTime": f.LastScheduleTime} {
 		v := 0.0

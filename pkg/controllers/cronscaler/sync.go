@@ -63,6 +63,14 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 
 	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
 	plans := c.plan(obj, base, replanAll, replanRules, now)
+	if obj.ResourceVersion == c.memory.readRV(key, obj.UID) || !c.inherits(plans) {
+		// Planned from a read made in this sync, or nothing inherited.
+	} else if live, err := c.readLive(ctx, obj); err != nil {
+		return 0, false, err
+	} else if live != nil {
+		obj, base = live, live.Status.DeepCopy()
+		plans = c.plan(obj, base, replanAll, replanRules, now)
+	}
 	wrote := c.fire(ctx, obj, plans, now)
 	record := false
 	if wrote {
@@ -123,6 +131,40 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 		}
 	}
 	return nil, nil, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+}
+
+// inherits says whether a firing due now came before this process started:
+// a predecessor may have applied it (see inheritedFiring).
+func (c *Controller) inherits(plans []rulePlan) bool {
+	for i := range plans {
+		if !plans[i].due.IsZero() && plans[i].due.Before(c.started) {
+			return true
+		}
+	}
+	return false
+}
+
+// readLive reads the object from the apiserver before an inherited firing
+// is applied. The informer's first list may be served from the apiserver's
+// watch cache (resourceVersion 0), which may be behind the status the
+// predecessor wrote last, on another apiserver, say; a quorum read is not.
+// It returns the object when it is newer than the cache's, and keeps it
+// until the cache shows it; nil when the cache was current. When the read
+// gets no answer the firing goes on: its target write gets none either and
+// is retried, with this check, on the firings' retry schedule.
+func (c *Controller) readLive(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (*autoscalingv1alpha1.CronFederatedHPA, error) {
+	key := cache.MetaObjectToName(obj)
+	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && live.UID == obj.UID && live.ResourceVersion != obj.ResourceVersion:
+		klog.FromContext(ctx).Info("The cache is behind the apiserver for a firing due before this controller started; planning from the object read from the apiserver",
+			"cachedResourceVersion", obj.ResourceVersion, "resourceVersion", live.ResourceVersion)
+		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
+		return live, nil
+	case err == nil, isUnreachable(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("reading %s before applying a firing due before this controller started: %w", klog.KObj(obj), err)
 }
 
 // dormantStatus is the status of an object without rules: the histories of

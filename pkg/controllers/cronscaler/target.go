@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -147,26 +149,29 @@ func isUnreachable(err error) bool {
 
 // apply writes v to the target and returns the error with a reason a user
 // can act on. Conflicts are retried with a fresh read; a write that would
-// change nothing is skipped.
-func (c *Controller) apply(ctx context.Context, namespace string, t target, v values) error {
+// change nothing is skipped. inherited, when set, is the scheduled time of
+// an inherited firing: the target's managedFields are checked first, and
+// when they decide (see priorWrite) nothing is written.
+func (c *Controller) apply(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
+	var prior priorWrite
 	var err error
 	switch t.kind {
 	case targetFederatedHPA:
-		err = c.applyFederatedHPA(ctx, namespace, t, v)
+		prior, err = c.applyFederatedHPA(ctx, namespace, t, v, inherited)
 	case targetHPA:
-		err = c.applyHPA(ctx, namespace, t, v)
+		prior, err = c.applyHPA(ctx, namespace, t, v, inherited)
 	default:
-		err = c.applyScale(ctx, namespace, t, v)
+		prior, err = c.applyScale(ctx, namespace, t, v, inherited)
 	}
 	switch {
 	case err == nil:
-		return nil
+		return prior, nil
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s %s not found in namespace %s: %w", t.ref.APIVersion, t, namespace, err)
+		return prior, fmt.Errorf("%s %s not found in namespace %s: %w", t.ref.APIVersion, t, namespace, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the cron-scaler may not update %s %s (check its RBAC): %w", t.ref.APIVersion, t, err)
+		return prior, fmt.Errorf("the cron-scaler may not update %s %s (check its RBAC): %w", t.ref.APIVersion, t, err)
 	}
-	return fmt.Errorf("updating %s %s: %w", t.ref.APIVersion, t, err)
+	return prior, fmt.Errorf("updating %s %s: %w", t.ref.APIVersion, t, err)
 }
 
 // applyScale sets replicas through the scale subresource with one merge
@@ -175,14 +180,31 @@ func (c *Controller) apply(ctx context.Context, namespace string, t target, v va
 // rules fire in the same minute; the apiserver applies it atomically, and a
 // patch that changes nothing writes nothing. It works from 0 replicas, where
 // the Scale's spec is empty, because it never reads the spec at all.
-func (c *Controller) applyScale(ctx context.Context, namespace string, t target, v values) error {
+func (c *Controller) applyScale(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
 	gvr, err := c.groupVersionResource(t)
 	if err != nil {
-		return err
+		return priorWrite{}, err
+	}
+	if !inherited.IsZero() && c.metadata != nil {
+		// One read, for inherited firings only (see inheritedFiring).
+		m, err := c.metadata.Resource(gvr).Namespace(namespace).Get(ctx, t.ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			// A custom resource whose scale subresource was granted without
+			// get on the resource: the firing is applied unchecked, as
+			// before the check existed.
+			klog.FromContext(ctx).Info("May not read the target to check an inherited firing (grant get on it); applying it unchecked", "target", t.String(), "err", err)
+		case err != nil:
+			return priorWrite{}, err
+		default:
+			if prior := inspectManagedFields(m.ManagedFields, fieldPaths(v), inherited, true); prior.decided() {
+				return prior, nil
+			}
+		}
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, *v.replicas)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		_, err := c.scales.Scales(namespace).Patch(ctx, gvr, t.ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return priorWrite{}, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := c.scales.Scales(namespace).Patch(ctx, gvr, t.ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 		return err
 	})
 }
@@ -221,32 +243,52 @@ func setBounds(min **int32, max *int32, v values) bool {
 	return changed
 }
 
-func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t target, v values) error {
+func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
 	client := c.client.AutoscalingV1alpha1().FederatedHPAs(namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var prior priorWrite
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		fhpa, err := client.Get(ctx, t.ref.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
+		if prior = inspectInherited(fhpa.ManagedFields, v, inherited); prior.decided() {
+			return nil
+		}
 		if !setBounds(&fhpa.Spec.MinReplicas, &fhpa.Spec.MaxReplicas, v) {
 			return nil
 		}
-		_, err = client.Update(ctx, fhpa, metav1.UpdateOptions{})
+		_, err = client.Update(ctx, fhpa, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
+	return prior, err
 }
 
-func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v values) error {
+// inspectInherited is inspectManagedFields for an autoscaler target, read
+// anyway before it is updated; nothing to inspect for a firing that is not
+// inherited.
+func inspectInherited(entries []metav1.ManagedFieldsEntry, v values, inherited time.Time) priorWrite {
+	if inherited.IsZero() {
+		return priorWrite{}
+	}
+	return inspectManagedFields(entries, fieldPaths(v), inherited, false)
+}
+
+func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
 	client := c.kubeClient.AutoscalingV2().HorizontalPodAutoscalers(namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var prior priorWrite
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		hpa, err := client.Get(ctx, t.ref.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
+		if prior = inspectInherited(hpa.ManagedFields, v, inherited); prior.decided() {
+			return nil
+		}
 		if !setBounds(&hpa.Spec.MinReplicas, &hpa.Spec.MaxReplicas, v) {
 			return nil
 		}
-		_, err = client.Update(ctx, hpa, metav1.UpdateOptions{})
+		_, err = client.Update(ctx, hpa, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
+	return prior, err
 }

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
@@ -183,12 +184,25 @@ func StartController(t *testing.T, cp *framework.ControlPlane, ns string, clk cl
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cp.KubeClient().CoreV1().Events(ns)})
 	// The generated scheme knows CronFederatedHPAs, the events' objects.
 	recorder := broadcaster.NewRecorder(generatedscheme.Scheme, corev1.EventSource{Component: cronscaler.Name})
-	c, err := cronscaler.NewController(ctx, factory.Autoscaling().V1alpha1().CronFederatedHPAs(), client, cp.KubeClient(),
-		scales, mapper, recorder, clk, 5)
+	metadataClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetStoredFields(StoredFields(t, cp))
+	c, err := cronscaler.NewController(ctx, cronscaler.Config{
+		Informer:   factory.Autoscaling().V1alpha1().CronFederatedHPAs(),
+		Client:     client,
+		KubeClient: cp.KubeClient(),
+		Scales:     scales,
+		Metadata:   metadataClient,
+		Mapper:     mapper,
+		Recorder:   recorder,
+		Clock:      clk,
+		Workers:    5,
+		Stored:     StoredFields(t, cp),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	out.Controller = c
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup

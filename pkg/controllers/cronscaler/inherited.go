@@ -1,0 +1,147 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Inherited firings.
+//
+// A firing is applied to its target first and recorded in status second. A
+// process that dies in between (a crash, a lost lease, a drain that timed
+// out) leaves the firing applied but unrecorded, and its successor finds it
+// due. Applying it again would be harmless if nobody had touched the target
+// since, but would undo a change someone made after the first write (a
+// user scaling down by hand, say). So a firing whose scheduled time came
+// before this process started (an inherited firing: a predecessor may have
+// applied it) is checked against the target's managedFields before it is
+// applied: the apiserver keeps, per field manager, the fields it owns and
+// when it last changed them, and the cron-scaler writes as FieldManager.
+//
+//   - The cron-scaler's entry owns a field the firing sets and was changed at
+//     or after the scheduled time: the predecessor applied it. It is recorded
+//     as applied, with that time, and not written again.
+//   - Another manager owns such a field and changed it at or after the
+//     scheduled time: it is not applied, and recorded as failed with who
+//     changed what and when (the predecessor may have applied it first, and
+//     applying it now could undo that change).
+//   - Otherwise it is applied as any firing.
+//
+// Reading a FederatedHPA or HPA target costs nothing more: the cron-scaler
+// reads it before it updates it anyway. A target written through its scale
+// subresource is read once as metadata. Firings that are not inherited are
+// never checked: this process knows what it applied.
+
+// priorWrite is what a target's managedFields say about an inherited firing.
+type priorWrite struct {
+	// applied is set when the cron-scaler changed the firing's fields at or
+	// after its scheduled time; at is when.
+	applied bool
+	at      time.Time
+	// by is another manager that changed them at or after the scheduled
+	// time (at), and fields what it owns of them.
+	by     string
+	fields []string
+}
+
+// decided says whether the target must not be written.
+func (w priorWrite) decided() bool { return w.applied || w.by != "" }
+
+func (w priorWrite) String() string {
+	if w.applied {
+		return fmt.Sprintf("applied at %s by %s (the target's managedFields say so)", w.at.UTC().Format(time.RFC3339), FieldManager)
+	}
+	return fmt.Sprintf("%s changed by %s at %s", strings.Join(w.fields, ", "), w.by, w.at.UTC().Format(time.RFC3339))
+}
+
+// fieldPaths are the fields of the target that v sets, as managedFields
+// name them. The scale subresource of the built-in workloads maps to
+// spec.replicas; a custom resource whose scale subresource reads another
+// path is only checked for the cron-scaler's own entry.
+func fieldPaths(v values) []string {
+	var paths []string
+	if v.replicas != nil {
+		paths = append(paths, "spec.replicas")
+	}
+	if v.min != nil {
+		paths = append(paths, "spec.minReplicas")
+	}
+	if v.max != nil {
+		paths = append(paths, "spec.maxReplicas")
+	}
+	return paths
+}
+
+// inspectManagedFields reads what entries say about a firing of slot that
+// sets paths; scaleSubresource says the firing writes through the scale
+// subresource, whose entries may name fields of a custom path.
+func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, slot time.Time, scaleSubresource bool) priorWrite {
+	// managedFields keep seconds: a write in the scheduled second counts as
+	// at or after it.
+	since := slot.Truncate(time.Second)
+	var w priorWrite
+	for _, e := range entries {
+		if e.Time == nil || e.Time.Time.Before(since) {
+			continue
+		}
+		owned := ownedPaths(e.FieldsV1, paths)
+		if e.Manager == FieldManager {
+			if len(owned) > 0 || scaleSubresource && e.Subresource == "scale" {
+				return priorWrite{applied: true, at: e.Time.Time}
+			}
+			continue
+		}
+		if len(owned) > 0 && (w.by == "" || e.Time.Time.After(w.at)) {
+			w = priorWrite{by: e.Manager, at: e.Time.Time, fields: owned}
+		}
+	}
+	return w
+}
+
+// ownedPaths returns which of paths ("spec.replicas") the fieldsV1 set owns.
+func ownedPaths(fields *metav1.FieldsV1, paths []string) []string {
+	if fields == nil || len(fields.Raw) == 0 {
+		return nil
+	}
+	var set map[string]any
+	if err := json.Unmarshal(fields.Raw, &set); err != nil {
+		return nil
+	}
+	var owned []string
+	for _, p := range paths {
+		node := set
+		found := true
+		for _, step := range strings.Split(p, ".") {
+			next, ok := node["f:"+step].(map[string]any)
+			if !ok {
+				found = false
+				break
+			}
+			node = next
+		}
+		if found {
+			owned = append(owned, p)
+		}
+	}
+	return owned
+}

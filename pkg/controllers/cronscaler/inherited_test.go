@@ -1,0 +1,224 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"strings"
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+)
+
+// crashAfterTargetWrite applies the 08:00 slot of c (web: 1 → 10) and ends
+// the process before its status is written, as a crash would; the test then
+// starts the successor with newController.
+func crashAfterTargetWrite(t *testing.T, crd schemaVariant) *harness {
+	h := newHarnessOn(t, crd, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	h.client.ClearActions()
+	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
+	if _, record, err := h.c.fireSync(h.ctx, cache.ObjectName{Namespace: ns, Name: "c"}); err != nil || !record {
+		t.Fatalf("fire phase: record %v, err %v", record, err)
+	}
+	if got := h.scales.get("deployments", "web"); got != 10 {
+		t.Fatalf("replicas = %d; want 10", got)
+	}
+	return h
+}
+
+// Issue 17, the crash window: a process that dies after the target write and
+// before the status write leaves the firing to its successor, which used to
+// apply it again. The target's managedFields show the cron-scaler's write at
+// the slot: the successor records it without writing again.
+func TestInheritedFiringAppliedIsRecordedNotReapplied(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := crashAfterTargetWrite(t, crd)
+		h.clock.SetTime(utc("2024-05-01 08:00:01"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:00:02"), "c")
+		if n := h.scales.updateCount(); n != 1 {
+			t.Errorf("%d target writes; want 1: the successor does not apply the slot again", n)
+		}
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 1 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 08:00:00")) ||
+			!hist.SuccessfulExecutions[0].ExecutionTime.Time.Equal(utc("2024-05-01 08:00:00")) {
+			t.Errorf("successful executions %+v; want 08:00 recorded once, executed when the predecessor wrote it", hist.SuccessfulExecutions)
+		}
+		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
+			t.Errorf("next = %v; want tomorrow 08:00", got)
+		}
+		h.expectEvent(`Normal Scaled Rule "r" (scheduled 2024-05-01T08:00:00Z): replicas to 10 of Deployment/web was applied at 2024-05-01T08:00:00Z by scaleplane-cron-scaler`)
+		h.syncAt(utc("2024-05-01 08:00:03"), "c")
+		if n, w := h.scales.updateCount(), h.statusWrites(); n != 1 || w != 1 {
+			t.Errorf("%d target writes and %d status writes after another sync; want 1 and 1", n, w)
+		}
+	})
+}
+
+// Issue 17, the crash window: when someone changed the target after the
+// predecessor's write (it scaled down by hand), applying the slot again
+// would undo that change. It is not applied; the slot is recorded as failed,
+// naming who changed what and when.
+func TestInheritedFiringNeverUndoesALaterChange(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := crashAfterTargetWrite(t, crd)
+		h.clock.SetTime(utc("2024-05-01 08:00:01"))
+		h.scales.scaleBy("kubectl-scale", "deployments", "web", 3)
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:00:05"), "c")
+		if got := h.scales.get("deployments", "web"); got != 3 {
+			t.Errorf("replicas = %d; the successor undid the change made after the predecessor's write", got)
+		}
+		hist := h.history("c", "r")
+		if len(hist.FailedExecutions) != 1 || !strings.Contains(hist.FailedExecutions[0].Message, "spec.replicas changed by kubectl-scale at 2024-05-01T08:00:01Z") {
+			t.Errorf("failed executions %+v; want 08:00 recorded as not applied again, naming kubectl-scale", hist.FailedExecutions)
+		}
+		h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
+	})
+}
+
+// An inherited firing that the predecessor did not apply (it was down at the
+// slot) runs, also when the target was changed before the slot.
+func TestInheritedFiringNotAppliedRuns(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-01 07:00:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 07:30:00"))
+		h.scales.scaleBy("kubectl-scale", "deployments", "web", 2)
+		h.clock.SetTime(utc("2024-05-01 08:00:30"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:00:31"), "c")
+		if got := h.scales.get("deployments", "web"); got != 10 {
+			t.Errorf("replicas = %d; want 10: the slot missed while down runs", got)
+		}
+		if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+			t.Errorf("successful executions %+v; want 08:00", hist.SuccessfulExecutions)
+		}
+	})
+}
+
+// The check reads an autoscaler target's managedFields from the read it
+// makes anyway: an HPA whose maxReplicas the cron-scaler set at the slot is
+// not updated again by the successor.
+func TestInheritedFiringOnAnHPA(t *testing.T) {
+	obj := cron("c", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"), TargetMaxReplicas: ptr.To[int32](50)})
+	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "hpa"}
+	at := metav1.NewTime(utc("2024-05-01 08:00:00"))
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpa", Namespace: ns, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:maxReplicas":{}}}`)},
+		}}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 40},
+	}
+	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, hpa)
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.clock.SetTime(utc("2024-05-01 08:00:01"))
+	h.newController()
+	h.syncAt(utc("2024-05-01 08:00:02"), "c")
+	got, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MaxReplicas != 40 {
+		t.Errorf("maxReplicas = %d; the successor wrote the HPA again", got.Spec.MaxReplicas)
+	}
+	if e := h.history("c", "r").SuccessfulExecutions; len(e) != 1 {
+		t.Errorf("successful executions %+v; want 08:00 recorded", e)
+	}
+}
+
+// inspectManagedFields on the shapes the apiserver writes.
+func TestInspectManagedFields(t *testing.T) {
+	slot := utc("2024-05-01 08:00:00")
+	entry := func(manager, sub string, at string, fields string) metav1.ManagedFieldsEntry {
+		tm := metav1.NewTime(utc(at))
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: sub, Time: &tm,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	replicas := `{"f:spec":{"f:replicas":{}}}`
+	cases := []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    string
+	}{
+		{"no entries", nil, ""},
+		{"ours before the slot", []metav1.ManagedFieldsEntry{entry(FieldManager, "scale", "2024-05-01 07:00:00", replicas)}, ""},
+		{"ours in the slot's second", []metav1.ManagedFieldsEntry{entry(FieldManager, "scale", "2024-05-01 08:00:00", replicas)}, "applied"},
+		{"another's before the slot", []metav1.ManagedFieldsEntry{entry("kubectl", "", "2024-05-01 07:59:59", replicas)}, ""},
+		{"another's after the slot, other fields", []metav1.ManagedFieldsEntry{entry("kubectl", "", "2024-05-01 08:01:00", `{"f:metadata":{"f:labels":{}}}`)}, ""},
+		{"another's after the slot", []metav1.ManagedFieldsEntry{entry("kube-controller-manager", "", "2024-05-01 08:01:00", replicas)}, "kube-controller-manager"},
+		{"ours and another's after it", []metav1.ManagedFieldsEntry{
+			entry("kubectl", "", "2024-05-01 08:01:00", replicas), entry(FieldManager, "scale", "2024-05-01 08:00:00", `{}`)}, "applied"},
+	}
+	for _, tc := range cases {
+		w := inspectManagedFields(tc.entries, []string{"spec.replicas"}, slot, true)
+		got := w.by
+		if w.applied {
+			got = "applied"
+		}
+		if got != tc.want {
+			t.Errorf("%s: %+v; want %q", tc.name, w, tc.want)
+		}
+	}
+}
+
+// Issue 17, a new leader's first list: client-go may list from the
+// apiserver's watch cache, which can be behind the status the predecessor
+// wrote last. Before applying a firing due before it started, the controller
+// reads the object from the apiserver and plans from it when it is newer.
+func TestInheritedFiringPlansFromAFreshRead(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-01 07:59:59"), "c")
+		before := h.get("c")
+		h.syncAt(utc("2024-05-01 08:00:00.100"), "c") // applied and recorded
+		h.clock.SetTime(utc("2024-05-01 08:00:01"))
+		h.newController()
+		// The new leader's first list missed the last status write.
+		if err := h.indexer.Update(before); err != nil {
+			t.Fatal(err)
+		}
+		h.client.ClearActions()
+		if _, err := h.trySyncAt(utc("2024-05-01 08:00:02"), "c"); err != nil {
+			t.Fatal(err)
+		}
+		reads := 0
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "cronfederatedhpas" {
+				reads++
+			}
+		}
+		if reads != 1 {
+			t.Errorf("%d reads of the object; want 1 before the inherited firing", reads)
+		}
+		if n, w := h.scales.updateCount(), h.statusWrites(); n != 1 || w != 0 {
+			t.Errorf("%d target writes, %d status writes; want 1 and 0: the fresh object already records 08:00", n, w)
+		}
+		if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+			t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
+		}
+	})
+}
