@@ -47,6 +47,7 @@ import (
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -58,9 +59,13 @@ const (
 func TestMain(m *testing.M) {
 	// The cron-scaler's ClusterRole is an aggregated one: only
 	// kube-controller-manager's clusterrole-aggregation controller fills it.
+	// OwnerReferencesPermissionEnforcement is on, as in OpenShift: an owner
+	// reference that blocks the owner's deletion needs update on the
+	// owner's finalizers, which the hpa-generator's HPAs ask for.
 	framework.Main(m, framework.Options{
 		KubeControllerManager:            true,
 		KubeControllerManagerControllers: []string{"clusterrole-aggregation"},
+		ExtraAPIServerArgs:               []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"},
 	})
 }
 
@@ -271,6 +276,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 	}
 
 	checkHPAGenerator(t, cp, ns)
+	checkFinalizersOnly(t, saConfig, ns)
 	checkResizer(t, cp, ns, dep)
 
 	// Nothing the controllers tried was refused: every informer listed and
@@ -307,12 +313,34 @@ func checkHPAGenerator(t *testing.T, cp *framework.ControlPlane, ns string) {
 	if _, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Create(ctx, lws, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the LeaderWorkerSet: %v", err)
 	}
+	var hpa *autoscalingv2.HorizontalPodAutoscaler
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		hpa, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
+		var err error
+		hpa, err = cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
 		return err == nil && hpa.Spec.MaxReplicas == 3, nil
 	})
 	if err != nil {
-		t.Errorf("the hpa-generator, running with the shipped RBAC, did not create the LeaderWorkerSet's HPA: %v", err)
+		t.Errorf("the hpa-generator, running with the shipped RBAC and OwnerReferencesPermissionEnforcement, did not create the LeaderWorkerSet's HPA: %v", err)
+		return
+	}
+	if ref := metav1.GetControllerOf(hpa); ref == nil || ref.Name != "llm" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("the HPA's controller reference = %+v, want LeaderWorkerSet llm blocking its deletion", ref)
+	}
+}
+
+// checkFinalizersOnly: the hpa-generator may update the finalizers of
+// LeaderWorkerSets (for blockOwnerDeletion), and nothing else of them.
+func checkFinalizersOnly(t *testing.T, saConfig *rest.Config, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	client := versioned.NewForConfigOrDie(saConfig)
+	lws, err := client.LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, "llm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the LeaderWorkerSet as the service account: %v", err)
+	}
+	lws.Spec.Replicas = ptr.To[int32](5)
+	if _, err := client.LeaderworkersetV1().LeaderWorkerSets(ns).Update(ctx, lws, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("updating a LeaderWorkerSet as the service account: got %v, want forbidden", err)
 	}
 }
 
