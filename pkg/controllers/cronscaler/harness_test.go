@@ -541,24 +541,34 @@ func newScaleStore(clk *testingclock.FakeClock) *scaleStore {
 
 // write sets replicas as manager, as the apiserver records it: a write that
 // changes the value makes manager the owner of spec.replicas, at the clock's
-// time (in seconds); one that changes nothing changes no entry.
+// time (in seconds); one that changes nothing changes no entry. A write
+// through the scale subresource gets no time: the apiserver's scale handler
+// drops it (k8s.io/apimachinery v0.37.2, pkg/util/managedfields/scalehandler.go,
+// ToParent takes the time from the parent's entries, where a manager that
+// writes only through the scale subresource has none), as the cron-scaler
+// integration test InheritedFiringNotReapplied shows.
 func (s *scaleStore) write(key, manager, subresource string, replicas int32) {
 	if old, ok := s.replicas[key]; ok && old == replicas {
 		return
 	}
 	s.replicas[key] = replicas
-	t := metav1.NewTime(s.clock.Now().UTC().Truncate(time.Second))
+	var at *metav1.Time
+	if subresource != "scale" {
+		at = ptr.To(metav1.NewTime(s.clock.Now().UTC().Truncate(time.Second)))
+	}
 	s.managers[key] = metav1.ManagedFieldsEntry{
-		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: &t,
+		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: at,
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)},
 	}
 }
 
-// scaleBy sets replicas as another manager would, through the object.
-func (s *scaleStore) scaleBy(manager, resource, name string, replicas int32) {
+// scaleBy sets replicas as another manager would, through the object
+// (kubectl edit, apply or patch) or, with subresource "scale", through the
+// scale subresource (kubectl scale, the HPA controller).
+func (s *scaleStore) scaleBy(manager, subresource, resource, name string, replicas int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.write(resource+"/"+name, manager, "", replicas)
+	s.write(resource+"/"+name, manager, subresource, replicas)
 }
 
 // set sets replicas without a trace in managedFields (a test's setup).

@@ -30,22 +30,36 @@ import (
 // A firing is applied to its target first and recorded in status second. A
 // process that dies in between (a crash, a lost lease, a drain that timed
 // out) leaves the firing applied but unrecorded, and its successor finds it
-// due. Applying it again would be harmless if nobody had touched the target
-// since, but would undo a change someone made after the first write (a
-// user scaling down by hand, say). So a firing whose scheduled time came
-// before this process started (an inherited firing: a predecessor may have
-// applied it) is checked against the target's managedFields before it is
-// applied: the apiserver keeps, per field manager, the fields it owns and
-// when it last changed them, and the cron-scaler writes as FieldManager.
+// due. Applying it again is harmless if nobody touched the target since, but
+// would undo a change someone made after the first write (a user scaling
+// down by hand, say). So a firing whose scheduled time came before this
+// process started (an inherited firing: a predecessor may have applied it)
+// is checked against the target's managedFields before it is applied: the
+// apiserver keeps, per field manager, the fields it owns and when it last
+// changed them, and the cron-scaler writes as FieldManager.
 //
-//   - The cron-scaler's entry owns a field the firing sets and was changed at
-//     or after the scheduled time: the predecessor applied it. It is recorded
-//     as applied, with that time, and not written again.
+//   - The cron-scaler's entry owns a field the firing sets and says it was
+//     changed at or after the scheduled time: the predecessor applied it. It
+//     is recorded as applied, with that time, and not written again.
 //   - Another manager owns such a field and changed it at or after the
 //     scheduled time: it is not applied, and recorded as failed with who
 //     changed what and when (the predecessor may have applied it first, and
 //     applying it now could undo that change).
 //   - Otherwise it is applied as any firing.
+//
+// What the apiserver does not say: writes through the scale subresource get
+// no time in managedFields (the scale handler of k8s.io/apimachinery takes
+// the time from the parent resource's entries, where a manager that writes
+// only through the scale subresource has none; checked on kube-apiserver
+// 1.37 by the integration test InheritedFiringNotReapplied). For a target
+// scaled through it, the cron-scaler's own entry only says that it was the
+// last to change replicas, and the firing is applied again: the same value
+// written again, which undoes nobody's change. A change by another manager
+// through the object (kubectl edit, apply or patch, a GitOps tool) has its
+// time and is never undone; one through the scale subresource (kubectl
+// scale, an HPA) has none and is undone if it came inside the window
+// between the predecessor's target write and its death. FederatedHPAs and
+// HPAs are updated as objects: every entry has its time.
 //
 // Reading a FederatedHPA or HPA target costs nothing more: the cron-scaler
 // reads it before it updates it anyway. A target written through its scale
@@ -93,9 +107,9 @@ func fieldPaths(v values) []string {
 }
 
 // inspectManagedFields reads what entries say about a firing of slot that
-// sets paths; scaleSubresource says the firing writes through the scale
-// subresource, whose entries may name fields of a custom path.
-func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, slot time.Time, scaleSubresource bool) priorWrite {
+// sets paths. Entries without a time (writes through the scale subresource)
+// say nothing about when, and are passed over.
+func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, slot time.Time) priorWrite {
 	// managedFields keep seconds: a write in the scheduled second counts as
 	// at or after it.
 	since := slot.Truncate(time.Second)
@@ -106,7 +120,7 @@ func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, s
 		}
 		owned := ownedPaths(e.FieldsV1, paths)
 		if e.Manager == FieldManager {
-			if len(owned) > 0 || scaleSubresource && e.Subresource == "scale" {
+			if len(owned) > 0 {
 				return priorWrite{applied: true, at: e.Time.Time}
 			}
 			continue

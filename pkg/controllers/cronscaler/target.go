@@ -197,7 +197,7 @@ func (c *Controller) applyScale(ctx context.Context, namespace string, t target,
 		case err != nil:
 			return priorWrite{}, err
 		default:
-			if prior := inspectManagedFields(m.ManagedFields, fieldPaths(v), inherited, true); prior.decided() {
+			if prior := inspectManagedFields(m.ManagedFields, fieldPaths(v), inherited); prior.decided() {
 				return prior, nil
 			}
 		}
@@ -270,7 +270,7 @@ func inspectInherited(entries []metav1.ManagedFieldsEntry, v values, inherited t
 	if inherited.IsZero() {
 		return priorWrite{}
 	}
-	return inspectManagedFields(entries, fieldPaths(v), inherited, false)
+	return inspectManagedFields(entries, fieldPaths(v), inherited)
 }
 
 func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {

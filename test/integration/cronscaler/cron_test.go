@@ -48,3 +48,7 @@ func TestTransientTargetErrorIsRecorded(t *testing.T) {
 }
 
 func TestDuplicateRuleNames(t *testing.T) { scenarios.DuplicateRuleNames(t, framework.Get(t)) }
+
+func TestInheritedFiringNotReapplied(t *testing.T) {
+	scenarios.InheritedFiringNotReapplied(t, framework.Get(t))
+}

@@ -22,6 +22,7 @@ limitations under the License.
 package scenarios
 
 import (
+	"io"
 	"context"
 	"errors"
 	"net/http"
@@ -125,7 +126,18 @@ type Controller struct {
 	mu           sync.Mutex
 	// warnings are the apiserver's warnings to it ("unknown field", say).
 	warnings []string
+	// refuseStatus makes its status writes fail (503) before they reach
+	// the apiserver, as a process that dies before them would not make them.
+	refuseStatus atomic.Bool
+	stopOnce     sync.Once
+	stop         func()
 }
+
+// RefuseStatusWrites makes the controller's status writes fail, or not.
+func (c *Controller) RefuseStatusWrites(refuse bool) { c.refuseStatus.Store(refuse) }
+
+// Stop stops the controller, as the end of the test would, and waits for it.
+func (c *Controller) Stop() { c.stopOnce.Do(c.stop) }
 
 // StatusWrites is how many status updates the controller sent.
 func (c *Controller) StatusWrites() int { return int(c.statusWrites.Load()) }
@@ -151,6 +163,13 @@ type countingTransport struct {
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status") {
 		t.c.statusWrites.Add(1)
+		if t.c.refuseStatus.Load() {
+			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"refused by the test","reason":"ServiceUnavailable","code":503}`
+			return &http.Response{
+				StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Request: req,
+				Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
+			}, nil
+		}
 	}
 	return t.rt.RoundTrip(req)
 }
@@ -211,12 +230,13 @@ func StartController(t *testing.T, cp *framework.ControlPlane, ns string, clk cl
 		defer wg.Done()
 		c.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	out.stop = func() {
 		cancel()
 		wg.Wait()
 		factory.Shutdown()
 		broadcaster.Shutdown()
-	})
+	}
+	t.Cleanup(out.Stop)
 	return out
 }
 
