@@ -61,14 +61,15 @@ const Name = "cron-scaler"
 
 // Event reasons.
 const (
-	reasonScaled          = "Scaled"
-	reasonScaleFailed     = "ScaleFailed"
-	reasonMissed          = "MissedSchedule"
-	reasonSuperseded      = "Superseded"
-	reasonInvalidRule     = "InvalidRule"
-	reasonDuplicateRules  = "DuplicateRuleNames"
-	reasonStatusNotStored = "UpdateStatusFailed"
-	reasonNotReapplied    = "NotReapplied"
+	reasonScaled           = "Scaled"
+	reasonScaleFailed      = "ScaleFailed"
+	reasonMissed           = "MissedSchedule"
+	reasonSuperseded       = "Superseded"
+	reasonInvalidRule      = "InvalidRule"
+	reasonDuplicateRules   = "DuplicateRuleNames"
+	reasonStatusNotStored  = "UpdateStatusFailed"
+	reasonNotReapplied     = "NotReapplied"
+	reasonManagedByAnother = "ManagedByAnotherController"
 )
 
 // DefaultDrainTimeout bounds how long Run waits, once its context ends, for
@@ -133,6 +134,8 @@ type Controller struct {
 	schedules *scheduleCache
 	memory    *memory
 	counts    *watchCounts
+	// writers tells status writes of another controller from this one's.
+	writers *statusWriters
 }
 
 // FieldManager names the cron-scaler in the managedFields of what it
@@ -202,6 +205,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		schedules:    newScheduleCache(),
 		memory:       newMemory(),
 		counts:       newWatchCounts(),
+		writers:      newStatusWriters(),
 	}
 	publishStoredFields(c.stored)
 	if _, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{

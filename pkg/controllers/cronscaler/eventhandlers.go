@@ -57,6 +57,9 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 	}
 	key := cache.MetaObjectToName(newCron)
 	c.counts.set(key, len(newCron.Spec.Rules))
+	if oldCron.UID == newCron.UID && !sameStatus(oldCron.Status, newCron.Status) {
+		c.writers.saw(key, newCron)
+	}
 	if oldCron.UID == newCron.UID {
 		all, rules := replanned(oldCron, newCron)
 		if all || len(rules) > 0 {
@@ -104,6 +107,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	c.counts.remove(key)
 	c.memory.forget(key)
 	c.deferred.forget(key)
+	c.writers.forget(key)
 	// The sync finds it gone and drops whatever is left.
 	c.queue.Add(key)
 }

@@ -79,6 +79,12 @@ var (
 		Help:           "Status writes of CronFederatedHPAs whose firings were applied to their targets but could not be recorded before the controller stopped (the drain timeout passed). The next leader finds these firings unrecorded; see the log line naming the object and rules.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	foreignStatusWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "foreign_status_writes_total",
+		Help:           "Changes of CronFederatedHPA status that this cron-scaler did not make, by the field manager that made them (karmada-controller-manager: Karmada's own cron controller is on again). Two cron controllers apply every slot twice.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"manager"})
 	schemaFieldStored = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "crd_schema_field_stored",
@@ -93,6 +99,6 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses)
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses, foreignStatusWrites)
 	})
 }

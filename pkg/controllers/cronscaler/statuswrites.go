@@ -98,9 +98,10 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	}
 	updated := obj.DeepCopy()
 	updated.Status = status
-	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
+		c.writers.wrote(key, stored.ResourceVersion)
 		c.memory.setWritten(key, obj.UID, stored.Status, stored.ResourceVersion)
 		return nil
 	case apierrors.IsNotFound(err):

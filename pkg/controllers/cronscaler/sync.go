@@ -48,6 +48,7 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if err != nil {
 		return 0, false, err
 	}
+	c.reportOtherWriters(logger, obj)
 	obj, base, err := c.baseOf(ctx, obj)
 	if err != nil || obj == nil {
 		return 0, false, err

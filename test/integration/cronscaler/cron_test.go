@@ -52,3 +52,7 @@ func TestDuplicateRuleNames(t *testing.T) { scenarios.DuplicateRuleNames(t, fram
 func TestInheritedFiringNotReapplied(t *testing.T) {
 	scenarios.InheritedFiringNotReapplied(t, framework.Get(t))
 }
+
+func TestAnotherStatusWriterReported(t *testing.T) {
+	scenarios.AnotherStatusWriterReported(t, framework.Get(t))
+}

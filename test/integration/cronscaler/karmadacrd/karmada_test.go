@@ -54,3 +54,7 @@ func TestTransientTargetErrorIsRecorded(t *testing.T) {
 }
 
 func TestDuplicateRuleNames(t *testing.T) { scenarios.DuplicateRuleNames(t, framework.Get(t)) }
+
+func TestAnotherStatusWriterReported(t *testing.T) {
+	scenarios.AnotherStatusWriterReported(t, framework.Get(t))
+}

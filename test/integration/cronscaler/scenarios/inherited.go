@@ -155,3 +155,46 @@ func findEntry(entries []metav1.ManagedFieldsEntry, manager string) *metav1.Mana
 	}
 	return nil
 }
+
+// AnotherStatusWriterReported is issue 16's guard on the real apiserver: when
+// something else writes a CronFederatedHPA's status with its own field
+// manager (Karmada's cron controller, switched back on), the cron-scaler
+// says so with a Warning event naming it, at the sync that follows.
+func AnotherStatusWriterReported(t *testing.T, cp *framework.ControlPlane) {
+	s := startFakeTime(t, cp, cronOf("guarded", deploymentRef("web"), replicasRule("r", "0 * * * *", 10)), 0)
+	h1 := s.clock.Now().Truncate(time.Hour).Add(time.Hour)
+	s.waitFor("the first plan", nextIs(h1))
+	s.settle()
+
+	crons := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(s.ns)
+	err := wait.PollUntilContextTimeout(s.ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		obj, err := crons.Get(ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		obj.Status.ExecutionHistories[0].SuccessfulExecutions = []autoscalingv1alpha1.SuccessfulExecution{{
+			ScheduleTime: &metav1.Time{Time: h1.Add(-time.Hour)}, ExecutionTime: &metav1.Time{Time: h1.Add(-time.Hour)},
+		}}
+		_, err = crons.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "karmada-controller-manager"})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("writing status as karmada-controller-manager: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(s.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s.clock.Step(time.Millisecond)
+		events, err := cp.KubeClient().CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "ManagedByAnotherController" && e.InvolvedObject.Name == s.name && strings.Contains(e.Message, "karmada-controller-manager") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no ManagedByAnotherController event naming karmada-controller-manager: %v", err)
+	}
+}

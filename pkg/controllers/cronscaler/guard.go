@@ -1,0 +1,190 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+)
+
+// A second cron controller on the same objects.
+//
+// Next to Karmada, its own cronFederatedHorizontalPodAutoscaler controller
+// must be off: an installer's upgrade can switch it back on (see
+// docs/karmada), and a second scaleplane with a Lease of its own would do the
+// same. Two controllers apply every slot twice and overwrite each other's
+// status. Nothing in the API prevents it, so the cron-scaler watches for it:
+// every change of a CronFederatedHPA's status that the informer shows is
+// compared with the status writes this process made; one it did not make was
+// made by someone else. It is named by the newest status entry in the
+// object's managedFields (Karmada's controller writes as
+// karmada-controller-manager; a second scaleplane has the cron-scaler's own
+// field manager).
+//
+// The cron-scaler keeps firing: the other writer applies the same values at
+// the same slots, and stopping would lose slots if the other one is not a
+// cron controller at all. It says so instead: a Warning event on the object
+// (ManagedByAnotherController, at most every foreignReportInterval per
+// writer), a log line, and cron_scaler_foreign_status_writes_total{manager}
+// for alerting.
+
+// foreignReportInterval bounds the Warning events per object and writer.
+const foreignReportInterval = 10 * time.Minute
+
+// maxOwnWrites bounds the resourceVersions of own writes kept per object;
+// they are matched, and dropped, at the next sync.
+const maxOwnWrites = 8
+
+// statusWriters tracks, per object, the status changes the informer showed
+// and the status writes this process made, until a sync compares them.
+type statusWriters struct {
+	mu      sync.Mutex
+	objects map[cache.ObjectName]*writerLog
+}
+
+type writerLog struct {
+	// own are the resourceVersions this process's status writes stored.
+	own []string
+	// seen are status changes the informer showed, not compared yet.
+	seen []seenWrite
+	// reported is when each other writer was last reported.
+	reported map[string]time.Time
+}
+
+type seenWrite struct {
+	resourceVersion string
+	manager         string
+}
+
+func newStatusWriters() *statusWriters {
+	return &statusWriters{objects: map[cache.ObjectName]*writerLog{}}
+}
+
+func (w *statusWriters) log(key cache.ObjectName) *writerLog {
+	l := w.objects[key]
+	if l == nil {
+		l = &writerLog{reported: map[string]time.Time{}}
+		w.objects[key] = l
+	}
+	return l
+}
+
+// wrote records a status write of this process, stored at rv.
+func (w *statusWriters) wrote(key cache.ObjectName, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.log(key)
+	l.own = append(l.own, rv)
+	if len(l.own) > maxOwnWrites {
+		l.own = l.own[len(l.own)-maxOwnWrites:]
+	}
+}
+
+// saw records a status change the informer showed.
+func (w *statusWriters) saw(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.log(key)
+	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: statusManager(obj)})
+}
+
+// others returns the writers of the seen changes this process did not make,
+// and forgets what it compared. A sync calls it holding the object's lock,
+// which every status write of the object holds too: a write of this process
+// whose change the informer showed has returned, and is in own.
+func (w *statusWriters) others(key cache.ObjectName) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.objects[key]
+	if l == nil || len(l.seen) == 0 {
+		return nil
+	}
+	var out []string
+	for _, s := range l.seen {
+		if i := slices.Index(l.own, s.resourceVersion); i >= 0 {
+			l.own = slices.Delete(l.own, i, i+1)
+			continue
+		}
+		if !slices.Contains(out, s.manager) {
+			out = append(out, s.manager)
+		}
+	}
+	l.seen = nil
+	return out
+}
+
+// shouldReport says whether manager's writes on the object are to be
+// reported now, and notes that they are.
+func (w *statusWriters) shouldReport(key cache.ObjectName, manager string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.log(key)
+	if last, ok := l.reported[manager]; ok && now.Sub(last) < foreignReportInterval {
+		return false
+	}
+	l.reported[manager] = now
+	return true
+}
+
+func (w *statusWriters) forget(key cache.ObjectName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.objects, key)
+}
+
+// statusManager is the field manager of the object's newest status write,
+// as its managedFields say; "unknown" without them.
+func statusManager(obj *autoscalingv1alpha1.CronFederatedHPA) string {
+	manager := "unknown"
+	var newest time.Time
+	for _, f := range obj.ManagedFields {
+		if f.Subresource != "status" || f.Time == nil {
+			continue
+		}
+		if manager == "unknown" || f.Time.Time.After(newest) {
+			manager, newest = f.Manager, f.Time.Time
+		}
+	}
+	return manager
+}
+
+// reportOtherWriters reports the status writes of the object that this
+// process did not make (see statusWriters).
+func (c *Controller) reportOtherWriters(logger klog.Logger, obj *autoscalingv1alpha1.CronFederatedHPA) {
+	key := cache.MetaObjectToName(obj)
+	for _, manager := range c.writers.others(key) {
+		foreignStatusWrites.WithLabelValues(manager).Inc()
+		if !c.writers.shouldReport(key, manager, c.clock.Now()) {
+			continue
+		}
+		who := manager
+		if manager == FieldManager {
+			who = manager + " from another process (a second scaleplane with a Lease of its own?)"
+		}
+		logger.Info("Another controller writes the status of this CronFederatedHPA: its rules may be applied twice", "writer", who)
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonManagedByAnother,
+			"Status was written by %s, not by this cron-scaler: two cron controllers run these rules and may apply every slot twice. "+
+				"This one keeps firing; switch the other off (next to Karmada: its cronFederatedHorizontalPodAutoscaler controller, see docs/karmada)", who)
+	}
+}

@@ -1,0 +1,102 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+)
+
+// writeStatusAs writes the object's status as manager would, and tells the
+// controller, as the informer would.
+func (h *harness) writeStatusAs(manager, name string, change func(*autoscalingv1alpha1.CronFederatedHPA)) {
+	h.t.Helper()
+	old := h.get(name)
+	updated := old.DeepCopy()
+	change(updated)
+	stored, err := h.client.AutoscalingV1alpha1().CronFederatedHPAs(ns).UpdateStatus(h.ctx, updated, metav1.UpdateOptions{FieldManager: manager})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.refresh()
+	h.c.onUpdate(h.ctx, old, stored)
+}
+
+// Issue 16's guard: a status change this process did not make is another
+// cron controller (Karmada's, switched back on by an installer's upgrade):
+// a Warning event naming it, once per writer and interval, a metric for
+// every such write, and the controller's own writes never count.
+func TestAnotherStatusWriterIsReported(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		before := h.get("c")
+		h.syncAt(utc("2024-05-01 07:00:00"), "c")
+		// The informer shows the controller's own write.
+		h.c.onUpdate(h.ctx, before, h.get("c"))
+		h.syncAt(utc("2024-05-01 07:00:01"), "c")
+		if events := h.events(); len(events) != 0 {
+			t.Fatalf("events %q for the controller's own status write; want none", events)
+		}
+
+		counted := func() float64 {
+			v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues("karmada-controller-manager"))
+			return v
+		}
+		start := counted()
+		// Karmada's controller records the 08:00 slot too.
+		h.clock.SetTime(utc("2024-05-01 08:00:00.300"))
+		h.writeStatusAs("karmada-controller-manager", "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+			o.Status.ExecutionHistories[0].SuccessfulExecutions = []autoscalingv1alpha1.SuccessfulExecution{{
+				ScheduleTime: metaTime(utc("2024-05-01 08:00:00")), ExecutionTime: metaTime(utc("2024-05-01 08:00:00")),
+			}}
+		})
+		h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
+		var warned []string
+		for _, e := range h.events() {
+			if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+				warned = append(warned, e)
+			}
+		}
+		if len(warned) != 1 || !strings.Contains(warned[0], "karmada-controller-manager") {
+			t.Errorf("events %q; want one ManagedByAnotherController Warning naming karmada-controller-manager", warned)
+		}
+		if got := counted() - start; got != 1 {
+			t.Errorf("foreign status writes counted %v; want 1", got)
+		}
+
+		// Again soon after: counted, not another event.
+		h.clock.SetTime(utc("2024-05-01 08:01:00"))
+		h.writeStatusAs("karmada-controller-manager", "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+			o.Status.ExecutionHistories[0].NextExecutionTime = metaTime(utc("2024-05-03 08:00:00"))
+		})
+		h.syncAt(utc("2024-05-01 08:01:01"), "c")
+		for _, e := range h.events() {
+			if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+				t.Errorf("a second event within the interval: %q", e)
+			}
+		}
+		if got := counted() - start; got != 2 {
+			t.Errorf("foreign status writes counted %v; want 2", got)
+		}
+	})
+}
