@@ -19,7 +19,8 @@ export HELM_CACHE_HOME="${HELM_HOME}/cache" HELM_CONFIG_HOME="${HELM_HOME}/confi
 
 "${HELM}" lint --strict "${CHART}"
 # On Karmada the server and the configuration are rendered apart
-# (values-karmada.yaml, artifacts/deploy/karmada/README.md).
+# (values-karmada.yaml, docs/karmada); the companion controller manager
+# mounts Karmada's kubeconfig Secret.
 KARMADA="--values ${CHART}/values-karmada.yaml"
 # shellcheck disable=SC2086
 "${HELM}" lint --strict "${CHART}" ${KARMADA} --set webhook.configuration.enabled=false
@@ -27,6 +28,7 @@ for values in \
   "" \
   "${KARMADA} --set webhook.configuration.enabled=false" \
   "${KARMADA} --set webhook.server.enabled=false --set webhook.caBundle=Zm9v" \
+  "${KARMADA} --set webhook.enabled=false --set controllerManager.enabled=true --set controllerManager.kubeconfig.secretName=karmada-kubeconfig --set controllerManager.kubeconfig.key=kubeconfig --set controllerManager.leaderElection.namespace=karmada-system" \
   "--set webhook.certManager.enabled=true" \
   "--set webhook.existingSecret=my-cert --set webhook.caBundle=Zm9v" \
   "--set webhook.enabled=false --set controllerManager.extraScaleTargets[0].apiGroups[0]=example.com --set controllerManager.extraScaleTargets[0].resources[0]=myworkloads/scale"; do
