@@ -20,7 +20,7 @@ limitations under the License.
 // Deployment so that nobody copies Karmada's command by hand:
 //
 //	cron-off.json         JSON patch: appends --controllers=*,-cronFederatedHorizontalPodAutoscaler to Karmada's command
-//	cron-on.json          its exact reverse
+//	cron-on.json          its exact reverse (also when read after cron-off.json was applied)
 //	helm-values.yaml      Helm installs: the chart's controllerManager.controllers with the cron controller off
 //	helm-values-undo.yaml ... and as it was
 //	karmada-cron-off.json karmada-operator installs: merge patch of the Karmada object's extraArgs.controllers
@@ -101,19 +101,27 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 
 	fmt.Fprintf(stderr, "%s/%s: installed by %s; Karmada's container %q (index %d); kubeconfig %s from Secret %s key %s; Lease namespace %s\n",
 		d.Namespace, d.Name, in.Installer, in.Container.Name, in.ContainerIndex, in.Kubeconfig, in.SecretName, in.SecretKey, in.LeaseNamespace)
-	off, offErr := in.CronOffPatch()
-	if offErr == nil {
-		on, err := in.CronOnPatch()
-		if err != nil {
-			return err
+	// Stale files of an earlier run would not fit this Deployment.
+	for _, name := range []string{"cron-off.json", "cron-on.json"} {
+		if err := os.Remove(filepath.Join(*out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the earlier %s: %w", name, err)
 		}
-		if err := errors.Join(write("cron-off.json", off), write("cron-on.json", on)); err != nil {
+	}
+	if off, err := in.CronOffPatch(); err == nil {
+		if err := write("cron-off.json", off); err != nil {
 			return err
 		}
 	} else {
 		// Not fatal: an install whose cron controller is already off (the
 		// installer's own setting) still needs the sidecar or companion.
-		fmt.Fprintf(stderr, "no cron-off.json: %v\n", offErr)
+		fmt.Fprintf(stderr, "no cron-off.json: %v\n", err)
+	}
+	if on, err := in.CronOnPatch(); err == nil {
+		if err := write("cron-on.json", on); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stderr, "no cron-on.json: %v\n", err)
 	}
 	switch in.Installer {
 	case karmadaadoption.Helm:

@@ -109,6 +109,12 @@ type Install struct {
 	// whether that list runs its CronFederatedHPA controller.
 	Controllers []string
 	CronEnabled bool
+	// CronOffAppended: the command ends with CronOffFlag (CronOffPatch was
+	// applied, or an installer appended the same flag), which CronOnPatch
+	// then removes.
+	CronOffAppended bool
+	// HasSidecar: the pod already has scaleplane's container.
+	HasSidecar bool
 }
 
 // Inspect finds Karmada's container, its kubeconfig and its controllers in d.
@@ -135,9 +141,9 @@ func Inspect(d *appsv1.Deployment) (*Install, error) {
 		return nil, fmt.Errorf("container %s has args %v: Karmada's installers put its flags in command only", in.Container.Name, in.Container.Args)
 	}
 	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == SidecarName {
-			return nil, fmt.Errorf("deployment %s/%s already has a container %s: remove it first (sidecar-remove.yaml)", d.Namespace, d.Name, SidecarName)
-		}
+		// A Deployment already adopted is read again after an installer's
+		// re-run (which may reorder the containers) and for the undo.
+		in.HasSidecar = in.HasSidecar || c.Name == SidecarName
 	}
 
 	in.Kubeconfig = lastFlag(in.Container.Command, "kubeconfig")
@@ -153,6 +159,7 @@ func Inspect(d *appsv1.Deployment) (*Install, error) {
 	}
 	in.Controllers = ControllersOf(in.Container.Command)
 	in.CronEnabled = Enabled(in.Controllers, CronController, true)
+	in.CronOffAppended = !in.CronEnabled && in.Container.Command[len(in.Container.Command)-1] == CronOffFlag
 	return in, nil
 }
 
@@ -299,12 +306,17 @@ func (in *Install) CronOffPatch() ([]byte, error) {
 }
 
 // CronOnPatch is the exact reverse of CronOffPatch: it removes the element
-// CronOffPatch added, and nothing if that element is not where it was put.
+// CronOffPatch adds (read before it is applied) or added (read after), and
+// nothing if that element is not where it was put.
 func (in *Install) CronOnPatch() ([]byte, error) {
-	if err := in.CanAppend(); err != nil {
-		return nil, err
+	n := len(in.Container.Command)
+	if !in.CronOffAppended {
+		if err := in.CanAppend(); err != nil {
+			return nil, err
+		}
+		n++
 	}
-	at := fmt.Sprintf("%s/%d", in.commandPath(), len(in.Container.Command))
+	at := fmt.Sprintf("%s/%d", in.commandPath(), n-1)
 	return marshalPatch([]jsonPatchOp{
 		{Op: "test", Path: fmt.Sprintf("/spec/template/spec/containers/%d/name", in.ContainerIndex), Value: in.Container.Name},
 		{Op: "test", Path: at, Value: CronOffFlag},
