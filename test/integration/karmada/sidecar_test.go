@@ -17,7 +17,6 @@ limitations under the License.
 package karmada
 
 import (
-	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -30,89 +29,77 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/scaleplane/scaleplane/test/integration/framework"
-)
-
-// The README's commands, run verbatim.
-const (
-	installCommand = "kubectl -n karmada-system patch deployment karmada-controller-manager --patch-file " + sidecarPatch
-	removeCommand  = "kubectl -n karmada-system patch deployment karmada-controller-manager --patch-file " + removePatch
+	"github.com/scaleplane/scaleplane/pkg/karmadaadoption"
 )
 
 // Karmada's ports in its pod (health probe, metrics): the sidecar shares
 // the pod's network and must use others.
 var karmadaPorts = []int{10357, 8080}
 
-// TestSidecarPatch applies the README's patch to a Deployment shaped like
-// Karmada's with kubectl, checks the pod it asks for, then applies the
-// README's reverse patch and expects Karmada's pod template back unchanged.
-func TestSidecarPatch(t *testing.T) {
-	cp := framework.Get(t)
-	original := createKarmadaDeployment(t, cp)
-
-	runREADMECommand(t, cp, installCommand)
-	patched := getKarmadaDeployment(t, cp)
-	t.Run("containers", func(t *testing.T) { checkContainers(t, patched) })
-	t.Run("karmada-cron-controller-off", func(t *testing.T) { checkKarmadaContainer(t, original, patched) })
-	t.Run("sidecar-kubeconfig", func(t *testing.T) { checkSidecarKubeconfig(t, patched) })
-	t.Run("sidecar-flags", func(t *testing.T) { checkSidecarFlags(t, patched) })
-	t.Run("no-port-clash", func(t *testing.T) { checkPorts(t, patched) })
-	t.Run("restricted", func(t *testing.T) { checkRestricted(t, patched) })
-	t.Run("image", func(t *testing.T) { checkImage(t, patched) })
-	t.Run("binary-accepts-flags", func(t *testing.T) { checkBinaryAcceptsArgs(t, patched) })
-	if t.Failed() {
-		out, _ := yaml.Marshal(patched.Spec.Template.Spec)
-		t.Logf("patched pod spec:\n%s", out)
-	}
-
-	runREADMECommand(t, cp, removeCommand)
-	restored := getKarmadaDeployment(t, cp)
-	if !equality.Semantic.DeepEqual(original.Spec.Template, restored.Spec.Template) {
-		want, _ := yaml.Marshal(original.Spec.Template)
-		got, _ := yaml.Marshal(restored.Spec.Template)
-		t.Errorf("the reverse patch did not restore Karmada's pod template.\nwant:\n%s\ngot:\n%s", want, got)
+// checkSidecarContainer: the sidecar's flags, ports, security settings and
+// image, on a Deployment the README's sidecar patch was applied to.
+func checkSidecarContainer(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	t.Run("sidecar-flags", func(t *testing.T) { checkSidecarFlags(t, d) })
+	t.Run("no-port-clash", func(t *testing.T) { checkPorts(t, d) })
+	t.Run("restricted", func(t *testing.T) { checkRestricted(t, d) })
+	t.Run("image", func(t *testing.T) { checkImage(t, d) })
+	t.Run("binary-accepts-flags", func(t *testing.T) { checkBinaryAcceptsArgs(t, d) })
+	if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("the pod mounts a service account token now; Karmada's does not")
 	}
 }
 
-func createKarmadaDeployment(t *testing.T, cp *framework.ControlPlane) *appsv1.Deployment {
-	t.Helper()
-	ctx := context.Background()
-	ensureNamespace(t, cp, karmadaNamespace)
-	data, err := os.ReadFile("testdata/karmada-controller-manager.yaml")
+// TestStaticSidecarPatch: artifacts/deploy/karmada/controller-manager-sidecar.yaml
+// (which `make local-up` runs the args of) is what karmada-patch prints for
+// the layout karmadactl init and the hack scripts share, and its reverse is
+// the one karmada-patch prints for every installer.
+func TestStaticSidecarPatch(t *testing.T) {
+	for _, file := range []string{"testdata/karmadactl.yaml", "testdata/hack.yaml"} {
+		in, err := karmadaadoption.Inspect(readDeployment(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := in.SidecarContainer(karmadaadoption.DefaultImage)
+		var got corev1.Container
+		var patch struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		data, err := os.ReadFile(repoPath(t, sidecarPatch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, &patch); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(patch.Spec.Template.Spec.Containers); n != 1 {
+			t.Fatalf("%s has %d containers; it must only add the sidecar", sidecarPatch, n)
+		}
+		got = patch.Spec.Template.Spec.Containers[0]
+		if !equality.Semantic.DeepEqual(got, want) {
+			g, _ := yaml.Marshal(got)
+			w, _ := yaml.Marshal(want)
+			t.Errorf("%s's container differs from karmada-patch's for %s:\ngot:\n%s\nwant:\n%s", sidecarPatch, file, g, w)
+		}
+	}
+	data, err := os.ReadFile(repoPath(t, removePatch))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &appsv1.Deployment{}
-	if err := yaml.UnmarshalStrict(data, d); err != nil {
-		t.Fatalf("decoding testdata: %v", err)
-	}
-	created, err := cp.KubeClient().AppsV1().Deployments(karmadaNamespace).Create(ctx, d, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating Karmada's Deployment: %v", err)
-	}
-	return created
-}
-
-func ensureNamespace(t *testing.T, cp *framework.ControlPlane, name string) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	_, err := cp.KubeClient().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
-}
-
-func getKarmadaDeployment(t *testing.T, cp *framework.ControlPlane) *appsv1.Deployment {
-	t.Helper()
-	d, err := cp.KubeClient().AppsV1().Deployments(karmadaNamespace).Get(context.Background(), karmadaName, metav1.GetOptions{})
-	if err != nil {
+	var a, b any
+	if err := yaml.Unmarshal(data, &a); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	if err := yaml.Unmarshal(karmadaadoption.SidecarRemovePatch(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(a, b) {
+		t.Errorf("%s is %v, karmada-patch prints %v", removePatch, a, b)
+	}
 }
 
 func container(t *testing.T, d *appsv1.Deployment, name string) *corev1.Container {
@@ -126,117 +113,11 @@ func container(t *testing.T, d *appsv1.Deployment, name string) *corev1.Containe
 	return nil
 }
 
-func checkContainers(t *testing.T, d *appsv1.Deployment) {
-	var names []string
-	for _, c := range d.Spec.Template.Spec.Containers {
-		names = append(names, c.Name)
-	}
-	if want := []string{karmadaName, sidecarName}; !slices.Equal(names, want) {
-		t.Errorf("containers %v, want %v", names, want)
-	}
-	if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
-		t.Errorf("the pod mounts a service account token now; Karmada's does not")
-	}
-}
-
-// checkKarmadaContainer: the only change to Karmada's container is its
-// --controllers, which must still run what it ran, except Karmada's own
-// CronFederatedHPA controller.
-func checkKarmadaContainer(t *testing.T, original, patched *appsv1.Deployment) {
-	before, after := container(t, original, karmadaName), container(t, patched, karmadaName)
-	if len(before.Command) != len(after.Command) {
-		t.Fatalf("command %v, want Karmada's %v with only --controllers changed", after.Command, before.Command)
-	}
-	for i := range before.Command {
-		if !strings.HasPrefix(before.Command[i], "--controllers=") && before.Command[i] != after.Command[i] {
-			t.Errorf("command[%d] = %q, want Karmada's %q", i, after.Command[i], before.Command[i])
-		}
-	}
-	b, a := before.DeepCopy(), after.DeepCopy()
-	b.Command, a.Command = nil, nil
-	if !equality.Semantic.DeepEqual(a, b) {
-		t.Errorf("Karmada's container changed beyond its command")
-	}
-	was, now := controllers(flagValue(before.Command, "controllers")), controllers(flagValue(after.Command, "controllers"))
-	for _, tc := range []struct {
-		name      string
-		defaultOn bool
-		want      bool
-	}{
-		{"cronFederatedHorizontalPodAutoscaler", true, false},
-		{"federatedHorizontalPodAutoscaler", true, true},
-		{"binding", true, true},
-		{"hpaScaleTargetMarker", false, karmadaEnabled(was, "hpaScaleTargetMarker", false)},
-		{"deploymentReplicasSyncer", false, karmadaEnabled(was, "deploymentReplicasSyncer", false)},
-	} {
-		if got := karmadaEnabled(now, tc.name, tc.defaultOn); got != tc.want {
-			t.Errorf("Karmada's %s enabled = %v with %v, want %v", tc.name, got, now, tc.want)
-		}
-	}
-}
-
 func controllers(v string) []string {
 	if v == "" {
 		return []string{"*"}
 	}
 	return strings.Split(v, ",")
-}
-
-// karmadaEnabled is Karmada's reading of --controllers: the first explicit
-// "name" or "-name" decides; otherwise "*" enables the controllers that are
-// on by default.
-func karmadaEnabled(list []string, name string, defaultOn bool) bool {
-	star := false
-	for _, c := range list {
-		switch c {
-		case name:
-			return true
-		case "-" + name:
-			return false
-		case "*":
-			star = true
-		}
-	}
-	return star && defaultOn
-}
-
-// checkSidecarKubeconfig: the sidecar reads Karmada's kubeconfig, from the
-// Secret karmada-controller-manager-config that Karmada's container mounts.
-func checkSidecarKubeconfig(t *testing.T, d *appsv1.Deployment) {
-	karmada, sidecar := container(t, d, karmadaName), container(t, d, sidecarName)
-	path := flagValue(sidecar.Args, "kubeconfig")
-	if want := flagValue(karmada.Command, "kubeconfig"); path != want {
-		t.Errorf("--kubeconfig=%q, want Karmada's %q", path, want)
-	}
-	mount := mountHolding(sidecar, path)
-	if mount == nil {
-		t.Fatalf("no volumeMount of the sidecar holds %s", path)
-	}
-	if !mount.ReadOnly {
-		t.Errorf("the kubeconfig mount %s is writable", mount.Name)
-	}
-	if karmadaMount := mountHolding(karmada, path); karmadaMount == nil || karmadaMount.Name != mount.Name {
-		t.Errorf("the sidecar mounts volume %s at %s, Karmada's container does not", mount.Name, mount.MountPath)
-	}
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Name == mount.Name {
-			if v.Secret == nil || v.Secret.SecretName != "karmada-controller-manager-config" {
-				t.Errorf("volume %s is %+v, want the Secret karmada-controller-manager-config", v.Name, v.VolumeSource)
-			}
-			return
-		}
-	}
-	t.Errorf("the pod has no volume %s", mount.Name)
-}
-
-func mountHolding(c *corev1.Container, path string) *corev1.VolumeMount {
-	for i := range c.VolumeMounts {
-		m := &c.VolumeMounts[i]
-		if strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
-			return m
-		}
-	}
-	return nil
 }
 
 // checkSidecarFlags: the cron-scaler runs, with leader election on a Lease
@@ -271,7 +152,7 @@ func checkSidecarFlags(t *testing.T, d *appsv1.Deployment) {
 // checkPorts: no two containers of the pod listen on the same port, and
 // the sidecar keeps off Karmada's 10357 and 8080.
 func checkPorts(t *testing.T, d *appsv1.Deployment) {
-	karmada, sidecar := container(t, d, karmadaName), container(t, d, sidecarName)
+	karmada, sidecar := karmadaContainer(t, d), container(t, d, sidecarName)
 	port, err := strconv.Atoi(flagValue(sidecar.Args, "port"))
 	if err != nil {
 		t.Fatalf("the sidecar's --port: %v", err)

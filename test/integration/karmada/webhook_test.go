@@ -17,6 +17,7 @@ limitations under the License.
 package karmada
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -25,6 +26,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
@@ -96,4 +99,74 @@ func configurationOf(t *testing.T) *admissionregistrationv1.ValidatingWebhookCon
 		t.Fatalf("decoding %s: %v", webhookConfiguration, err)
 	}
 	return config
+}
+
+// TestWebhookPerInstaller: for each installer, scaleplane's configuration as
+// its README renders it calls a scaleplane-webhook in the namespace where
+// that installer's karmada-webhook serves (the Karmada object's for the
+// operator), and sits beside Karmada's own CronFederatedHPA webhook where
+// the installer registers one: another object, another webhook name, both
+// accepted by the apiserver at once, so that Karmada's rules still apply.
+func TestWebhookPerInstaller(t *testing.T) {
+	cp := framework.Get(t)
+	for _, in := range installers {
+		t.Run(in.name, func(t *testing.T) {
+			d := in.deployment(t)
+			namespace := d.Namespace
+			var karmada *admissionregistrationv1.ValidatingWebhookConfiguration
+			if in.webhook != "" {
+				karmada = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+				data, err := os.ReadFile(in.webhook)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := yaml.UnmarshalStrict(data, karmada); err != nil {
+					t.Fatal(err)
+				}
+				u, err := url.Parse(*karmada.Webhooks[0].ClientConfig.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parts := strings.Split(u.Hostname(), ".")
+				if len(parts) != 3 || parts[2] != "svc" || parts[1] != namespace {
+					t.Fatalf("Karmada's webhook %s is not a Service in %s", u, namespace)
+				}
+			}
+			want := fmt.Sprintf("https://scaleplane-webhook.%s.svc:443", namespace)
+			s := newREADMESession(t, cp, in.readme)
+			s.mustSay("--set webhook.configuration.url=" + want)
+			rendered := helmTemplate(t, namespace, "-f", repoPath(t, "charts/scaleplane/values-karmada.yaml"),
+				"--set", "webhook.server.enabled=false", "--set", "webhook.caBundle=Cg==", "--set", "webhook.configuration.url="+want)
+			ours := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(rendered), "---")), ours); err != nil {
+				t.Fatalf("decoding the rendered configuration: %v\n%s", err, rendered)
+			}
+			if len(ours.Webhooks) != 1 || *ours.Webhooks[0].ClientConfig.URL != want+"/validate-cronfederatedhpa" {
+				t.Fatalf("rendered %+v, want one webhook at %s/validate-cronfederatedhpa", ours.Webhooks, want)
+			}
+			ctx := context.Background()
+			client := cp.KubeClient().AdmissionregistrationV1().ValidatingWebhookConfigurations()
+			for _, c := range []*admissionregistrationv1.ValidatingWebhookConfiguration{karmada, ours} {
+				if c == nil {
+					continue
+				}
+				if karmada != nil && c == ours && (c.Name == karmada.Name || c.Webhooks[0].Name == karmada.Webhooks[0].Name) {
+					t.Errorf("scaleplane's configuration %s/%s would replace Karmada's", c.Name, c.Webhooks[0].Name)
+				}
+				// Real objects, but nothing serves them: removed at once.
+				c = c.DeepCopy()
+				c.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+				if _, err := client.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+					t.Fatalf("creating %s: %v", c.Name, err)
+				}
+				name := c.Name
+				t.Cleanup(func() { _ = client.Delete(ctx, name, metav1.DeleteOptions{}) })
+			}
+			// The server's side, in the same namespace.
+			server := helmTemplate(t, namespace, "-f", repoPath(t, "charts/scaleplane/values-karmada.yaml"), "--set", "webhook.configuration.enabled=false")
+			if !strings.Contains(server, "namespace: "+namespace+"\n") || !strings.Contains(server, "secretName: scaleplane-webhook-cert") {
+				t.Errorf("the webhook server is not rendered in %s with the Secret scaleplane-webhook-cert:\n%s", namespace, server)
+			}
+		})
+	}
 }
