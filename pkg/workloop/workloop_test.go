@@ -19,6 +19,8 @@ package workloop
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,5 +132,126 @@ func TestRun(t *testing.T) {
 	}
 	if synced.Load() != 3 || !q.ShuttingDown() {
 		t.Errorf("synced %d keys, queue shut down %v; want 3, true", synced.Load(), q.ShuttingDown())
+	}
+}
+
+// TestRunDrains: once ctx ends, the sync in flight finishes with a context
+// that is not cancelled and knows the loop is stopping, no new key is
+// taken, and Run returns after it.
+func TestRunDrains(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	clk := testingclock.NewFakeClock(time.Now())
+	q := newQueue(clk)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var synced atomic.Int32
+	var ctxErr error
+	var stopping bool
+	q.Add(cache.ObjectName{Namespace: "ns", Name: "a"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunStages(ctx, Options{Clock: clk}, Stage{Name: "test", Queue: q, Workers: 1, Sync: func(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+			synced.Add(1)
+			if key.Name == "a" {
+				close(entered)
+				<-release
+				ctxErr, stopping = ctx.Err(), Stopping(ctx)
+			}
+			return 0, nil
+		}})
+	}()
+	<-entered
+	q.Add(cache.ObjectName{Namespace: "ns", Name: "b"})
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Run returned while a sync was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	if ctxErr != nil || !stopping {
+		t.Errorf("the sync in flight saw ctx.Err() = %v, Stopping = %v; want nil, true", ctxErr, stopping)
+	}
+	if n := synced.Load(); n != 1 {
+		t.Errorf("%d syncs; want 1: no new key once stopping", n)
+	}
+}
+
+// TestRunDrainIsBounded: a sync that does not finish is cancelled at the
+// drain timeout, on the loop's clock.
+func TestRunDrainIsBounded(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	clk := testingclock.NewFakeClock(time.Now())
+	q := newQueue(testingclock.NewFakeClock(time.Now())) // the drain timer is the only waiter on clk
+	entered := make(chan struct{})
+	q.Add(cache.ObjectName{Namespace: "ns", Name: "a"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunStages(ctx, Options{Clock: clk, DrainTimeout: time.Minute}, Stage{Name: "test", Queue: q, Workers: 1, Sync: func(ctx context.Context, _ cache.ObjectName) (time.Duration, error) {
+			close(entered)
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}})
+	}()
+	<-entered
+	cancel()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Minute)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the drain timeout")
+	}
+}
+
+// TestStagesStopInOrder: a draining stage syncs what its queue holds once
+// the stage before it stopped, after its BeforeShutDown.
+func TestStagesStopInOrder(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	clk := testingclock.NewFakeClock(time.Now())
+	first, second := newQueue(clk), newQueue(clk)
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	first.Add(cache.ObjectName{Name: "x"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunStages(ctx, Options{Clock: clk},
+			Stage{Name: "first", Queue: first, Workers: 1, Sync: func(context.Context, cache.ObjectName) (time.Duration, error) {
+				close(entered)
+				<-release
+				note("first")
+				second.Add(cache.ObjectName{Name: "x"})
+				return 0, nil
+			}},
+			Stage{Name: "second", Queue: second, Workers: 1, Drain: true,
+				BeforeShutDown: func() { note("before"); second.Add(cache.ObjectName{Name: "y"}) },
+				Sync: func(_ context.Context, key cache.ObjectName) (time.Duration, error) {
+					note("second " + key.Name)
+					return 0, nil
+				}},
+		)
+	}()
+	<-entered
+	cancel()
+	close(release)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 4 || order[0] != "first" || order[1] != "before" && order[2] != "before" || !slices.Contains(order, "second y") {
+		t.Errorf("order %q; want the first stage's sync, then BeforeShutDown, and both keys of the second stage synced", order)
 	}
 }

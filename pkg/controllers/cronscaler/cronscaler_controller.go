@@ -40,6 +40,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scaleplane/scaleplane/pkg/workloop"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -73,10 +75,9 @@ const (
 )
 
 // DefaultDrainTimeout bounds how long Run waits, once its context ends, for
-// the syncs in flight to finish before it cancels them: a sync cut between
-// the target write and the status write leaves a firing applied but not
-// recorded.
-const DefaultDrainTimeout = 15 * time.Second
+// the syncs in flight and the status writes of the firings they applied: the
+// shared loop's (see pkg/workloop).
+const DefaultDrainTimeout = workloop.DefaultDrainTimeout
 
 // Normal events are limited to this rate and burst across the controller, so
 // that in a burst they do not compete with target writes for the client's

@@ -214,8 +214,9 @@ func (h *harness) syncAt(at time.Time, name string) time.Duration {
 var errRetried = errors.New("failed and requeued with backoff (see the log)")
 
 // trySyncAt moves the clock to at and runs name through the path a worker
-// runs: a sync worker takes it from the sync queue, and the status writers
-// then write what that sync left to record. It returns the delay the sync
+// runs (the shared loop's stages, as Run runs them): a sync worker takes it
+// from the sync queue, and the status writers then write what that sync left
+// to record. It returns the delay the sync
 // asked to be requeued after, and errRetried when the sync or the status
 // write failed and was requeued with backoff. The cache is not refreshed.
 func (h *harness) trySyncAt(at time.Time, name string) (time.Duration, error) {
@@ -225,7 +226,8 @@ func (h *harness) trySyncAt(at time.Time, name string) (time.Duration, error) {
 	h.syncs.forget(key)
 	h.records.forget(key)
 	h.c.queue.Add(key)
-	if !h.c.processNextWorkItem(h.ctx, h.ctx) {
+	syncs := h.c.stages()[0]
+	if !syncs.ProcessNext(h.ctx, h.ctx) {
 		h.t.Fatal("the sync queue was shut down")
 	}
 	h.drainRecords()
@@ -239,8 +241,9 @@ func (h *harness) trySyncAt(at time.Time, name string) (time.Duration, error) {
 // drainRecords runs the status writers until their queue is empty.
 func (h *harness) drainRecords() {
 	h.t.Helper()
+	records := h.c.stages()[1]
 	for h.c.records.Len() > 0 {
-		if !h.c.processNextRecord(h.ctx, h.ctx) {
+		if !records.ProcessNext(h.ctx, h.ctx) {
 			h.t.Fatal("the status queue was shut down")
 		}
 	}
