@@ -19,8 +19,9 @@ limitations under the License.
 // the real scaleplane-controller-manager binary, run as a separate process
 // with only the resizer.
 //
-// It creates N Node objects and M Pod objects of two containers each
-// through the API (nothing runs them: the pods stay Pending), two target
+// It creates N Node objects and M Pod objects through the API (-pod-shape:
+// realistic pods of four containers, with env, volumes and probes, or small
+// ones of two; nothing runs them: the pods stay Pending), two target
 // Deployments and two AddonResizers (one NodeProportional, one
 // ContainerProportional, source APIServer), then starts the controller
 // manager and measures: the time from its start to the first correct resize
@@ -62,6 +63,7 @@ type config struct {
 	baselinePolls     int
 	bin               string
 	keepLog           string
+	podShape          string
 }
 
 func main() {
@@ -69,7 +71,8 @@ func main() {
 	var child bool
 	var kubeconfig, out string
 	flag.IntVar(&cfg.nodes, "nodes", 5000, "Node objects to create")
-	flag.IntVar(&cfg.pods, "pods", 150000, "Pod objects (two containers each) to create before the controller manager starts")
+	flag.IntVar(&cfg.pods, "pods", 150000, "Pod objects to create before the controller manager starts")
+	flag.StringVar(&cfg.podShape, "pod-shape", shapeRealistic, "what the pods look like: realistic (an init container and three containers, env, volumes, probes, ten labels: about 7 kB) or small (two containers: about 1.7 kB)")
 	flag.IntVar(&cfg.more, "more", 1000, "pods added at once after sync, to time the resize")
 	flag.IntVar(&cfg.creators, "creators", 32, "parallel creators")
 	flag.DurationVar(&cfg.settle, "settle", 30*time.Second, "how long the controller manager idles after the first correct resizes before the after-sync snapshot")
@@ -83,6 +86,10 @@ func main() {
 	flag.StringVar(&out, "baseline-out", "", "internal: where the baseline writes its result")
 	flag.Parse()
 
+	if cfg.podShape != shapeRealistic && cfg.podShape != shapeSmall {
+		fmt.Fprintf(os.Stderr, "-pod-shape %q: want %s or %s\n", cfg.podShape, shapeRealistic, shapeSmall)
+		os.Exit(2)
+	}
 	if child {
 		if err := runBaselineChild(kubeconfig, out, cfg.poll, cfg.baselinePolls); err != nil {
 			fmt.Fprintf(os.Stderr, "baseline: %v\n", err)
@@ -197,7 +204,7 @@ func populate(ctx context.Context, cfg config, kube kubernetes.Interface, client
 	}
 	benchutil.Logf("created %d nodes in %s (%.0f/s)", cfg.nodes, secs(res.nodes.took()), res.nodes.rate())
 	benchutil.Logf("creating %d pods with %d creators", cfg.pods, cfg.creators)
-	if res.pods, err = createPods(ctx, kube, "p", cfg.pods, cfg.creators); err != nil {
+	if res.pods, err = createPods(ctx, kube, "p", cfg.podShape, cfg.pods, cfg.creators); err != nil {
 		return err
 	}
 	benchutil.Logf("created %d pods in %s (%.0f/s)", cfg.pods, secs(res.pods.took()), res.pods.rate())
@@ -343,7 +350,7 @@ func measureStartup(ctx context.Context, cfg config, kube kubernetes.Interface, 
 	if err != nil {
 		return err
 	}
-	containerAt, _, err := tr.wait(ctx, containerTarget, containerEstimate(cfg.pods), m.t0, timeout, m.alive)
+	containerAt, _, err := tr.wait(ctx, containerTarget, containerEstimate(cfg.pods, cfg.podShape), m.t0, timeout, m.alive)
 	if err != nil {
 		return err
 	}
@@ -388,10 +395,10 @@ func measureMore(ctx context.Context, cfg config, kube kubernetes.Interface, m *
 		return err
 	}
 	benchutil.Logf("adding %d pods", cfg.more)
-	if res.more, err = createPods(ctx, kube, "q", cfg.more, cfg.creators); err != nil {
+	if res.more, err = createPods(ctx, kube, "q", cfg.podShape, cfg.more, cfg.creators); err != nil {
 		return err
 	}
-	want := containerEstimate(cfg.pods + cfg.more)
+	want := containerEstimate(cfg.pods+cfg.more, cfg.podShape)
 	at, changes, err := tr.wait(ctx, containerTarget, want, res.more.first, 2*time.Minute, m.alive)
 	if err != nil {
 		return err

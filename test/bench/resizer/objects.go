@@ -26,6 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -40,8 +42,6 @@ const (
 	addonNamespace = "addons"
 	// podNamespaces is how many namespaces the pods are spread over.
 	podNamespaces = 50
-	// containersPerPod: every pod has an app and a sidecar container.
-	containersPerPod = 2
 
 	// nodeTarget is sized by node count (cpu), containerTarget by
 	// container count (memory); addonContainer is the container resized.
@@ -57,14 +57,36 @@ const (
 	memPerContainerKiB = 64
 )
 
+// Pod shapes (-pod-shape).
+const (
+	// shapeSmall: two containers, two labels, one env var: about 1.7 kB
+	// of protobuf a pod.
+	shapeSmall = "small"
+	// shapeRealistic: a pod as a Deployment's ReplicaSet and admission
+	// make it: an init container and three containers (app, proxy, log
+	// shipper) with env, mounts and probes, ten labels, annotations, an
+	// owner reference, four volumes (the service account token's projected
+	// one included), tolerations and a security context: about 7 kB.
+	shapeRealistic = "realistic"
+)
+
+// containersPerPod is how many containers every pod of shape has, init
+// containers included (KEP-5546 counts them).
+func containersPerPod(shape string) int {
+	if shape == shapeRealistic {
+		return 4
+	}
+	return 2
+}
+
 // nodeEstimate is the node-sized target's cpu request for nodes nodes, in
 // millicores.
 func nodeEstimate(nodes int) int64 { return cpuBaseMilli + cpuPerNodeMilli*int64(nodes) }
 
 // containerEstimate is the container-sized target's memory request for pods
 // pods, in bytes: none of the pods is the target's own (nothing runs it).
-func containerEstimate(pods int) int64 {
-	return memBaseBytes + (memPerContainerKiB<<10)*int64(pods)*containersPerPod
+func containerEstimate(pods int, shape string) int64 {
+	return memBaseBytes + (memPerContainerKiB<<10)*int64(pods)*int64(containersPerPod(shape))
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
@@ -126,6 +148,122 @@ func pod(prefix string, i int) *corev1.Pod {
 					},
 				},
 			},
+		},
+	}
+}
+
+// realisticPod is an unscheduled pod shaped as a ReplicaSet of a
+// Deployment and the API server's admission make one: what a cluster of
+// 150,000 pods holds, rather than the smallest pod that counts.
+func realisticPod(prefix string, i int) *corev1.Pod {
+	app := fmt.Sprintf("app-%03d", i%300)
+	hash := fmt.Sprintf("%010x", (i%300)*7919+1)
+	labels := map[string]string{
+		"app": app, "tier": "backend", "version": "v1.24.3", "pod-template-hash": hash,
+		"team": fmt.Sprintf("team-%02d", i%40), "environment": "production",
+		"app.kubernetes.io/name": app, "app.kubernetes.io/instance": app + "-prod",
+		"app.kubernetes.io/part-of": "shop", "app.kubernetes.io/managed-by": "argocd",
+	}
+	env := []corev1.EnvVar{
+		{Name: "APP", Value: app}, {Name: "ENVIRONMENT", Value: "production"},
+		{Name: "LOG_LEVEL", Value: "info"}, {Name: "LOG_FORMAT", Value: "json"},
+		{Name: "HTTP_PORT", Value: "8080"}, {Name: "METRICS_PORT", Value: "9090"},
+		{Name: "DATABASE_URL", Value: "postgres://" + app + ".db.svc.cluster.local:5432/" + app + "?sslmode=require"},
+		{Name: "CACHE_URL", Value: "redis://cache.shop.svc.cluster.local:6379/0"},
+		{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://otel-collector.observability.svc:4317"},
+		{Name: "FEATURE_FLAGS", Value: "checkout-v2,search-ranking,new-cart,async-payments"},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+		{Name: "API_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-secrets"}, Key: "api-token"}}},
+	}
+	token := "kube-api-access-" + hash[:5]
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: "/etc/" + app, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: token, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
+	}
+	probe := func(path string, delay int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTP}},
+			InitialDelaySeconds: delay, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3,
+		}
+	}
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	requests := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-%06d", prefix, i),
+			Namespace: podNamespace(i),
+			Labels:    labels,
+			Annotations: map[string]string{
+				"prometheus.io/scrape": "true", "prometheus.io/port": "9090", "prometheus.io/path": "/metrics",
+				"checksum/config":                   "5f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b",
+				"kubectl.kubernetes.io/restartedAt": "2026-11-20T08:00:00Z",
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-" + hash,
+				UID: types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i%300)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{
+				Name: "migrate", Image: "registry.example/" + app + "-migrate:1.24.3",
+				Command: []string{"/bin/migrate", "--database-url=$(DATABASE_URL)", "--timeout=120s"},
+				Env:     env[6:7], Resources: requests("50m", "64Mi"), SecurityContext: restricted,
+				TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent,
+			}},
+			Containers: []corev1.Container{
+				{
+					Name: "app", Image: "registry.example/" + app + ":1.24.3",
+					Args:  []string{"serve", "--config=/etc/" + app + "/config.yaml", "--port=8080"},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
+					Env:   env, Resources: requests("250m", "512Mi"), VolumeMounts: mounts,
+					LivenessProbe: probe("/healthz", 10), ReadinessProbe: probe("/readyz", 5), SecurityContext: restricted,
+					TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent,
+				},
+				{
+					Name: "proxy", Image: "registry.example/envoy:1.31.2",
+					Args:  []string{"--config-path", "/etc/envoy/envoy.yaml", "--service-cluster", app, "--log-level", "warn"},
+					Ports: []corev1.ContainerPort{{Name: "proxy", ContainerPort: 15001, Protocol: corev1.ProtocolTCP}},
+					Env:   env[10:13], Resources: requests("100m", "128Mi"), VolumeMounts: mounts[2:], SecurityContext: restricted,
+					TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent,
+				},
+				{
+					Name: "logs", Image: "registry.example/fluent-bit:3.1.9",
+					Env: env[10:12], Resources: requests("20m", "48Mi"), VolumeMounts: mounts[1:], SecurityContext: restricted,
+					TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent,
+				},
+			},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}, DefaultMode: ptr.To[int32](0o644)}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
+				{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: app + "-secrets", DefaultMode: ptr.To[int32](0o400)}}},
+				{Name: token, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644), Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				}}}},
+			},
+			ServiceAccountName:            app,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			SecurityContext:               &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](10001), FSGroup: ptr.To[int64](10001), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Tolerations: []corev1.Toleration{
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+			},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			}},
 		},
 	}
 }
@@ -262,9 +400,12 @@ func createNodes(ctx context.Context, kube kubernetes.Interface, n, workers int)
 	})
 }
 
-func createPods(ctx context.Context, kube kubernetes.Interface, prefix string, n, workers int) (creation, error) {
+func createPods(ctx context.Context, kube kubernetes.Interface, prefix, shape string, n, workers int) (creation, error) {
 	return createMany(ctx, prefix+" pods", n, workers, func(ctx context.Context, i int) error {
 		p := pod(prefix, i)
+		if shape == shapeRealistic {
+			p = realisticPod(prefix, i)
+		}
 		if _, err := kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
 		}

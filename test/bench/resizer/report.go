@@ -74,10 +74,10 @@ func (r *results) rows() [][]string {
 	lists, mine, others := r.listsAfterSync()
 	return [][]string{
 		{"nodes created", fmt.Sprintf("%d in %s (%.0f/s, %d creators)", c.nodes, secs(r.nodes.took()), r.nodes.rate(), c.creators)},
-		{"pods created (2 containers each, Pending)", fmt.Sprintf("%d in %s (%.0f/s)", c.pods, secs(r.pods.took()), r.pods.rate())},
+		{fmt.Sprintf("pods created (shape %s, %d containers each, Pending)", c.podShape, containersPerPod(c.podShape)), fmt.Sprintf("%d in %s (%.0f/s)", c.pods, secs(r.pods.took()), r.pods.rate())},
 		{"manager /readyz, from its start", secs(r.ready)},
 		{fmt.Sprintf("**first correct resize**, NodeProportional (cpu %dm), from the start", nodeEstimate(c.nodes)), "**" + secs(r.firstNode) + "**"},
-		{fmt.Sprintf("**first correct resize**, ContainerProportional (memory %d bytes), from the start", containerEstimate(c.pods)), "**" + secs(r.firstContainer) + "**"},
+		{fmt.Sprintf("**first correct resize**, ContainerProportional (memory %d bytes), from the start", containerEstimate(c.pods, c.podShape)), "**" + secs(r.firstContainer) + "**"},
 		{"writes until then (resizer_writes_total)", benchutil.Format(r.synced.writes)},
 		{"initial sync: requests to the apiserver", r.startupRequests()},
 		{"initial sync: bytes the apiserver sent to watchers (pods / nodes)", fmt.Sprintf("%s / %s", mb(r.startupAPI.watchBytes["pods"]), mb(r.startupAPI.watchBytes["nodes"]))},
