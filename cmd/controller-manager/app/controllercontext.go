@@ -77,6 +77,72 @@ type ControllerContext struct {
 	Options *options.Options
 	// ResyncPeriod is the default resync of the informer factories.
 	ResyncPeriod time.Duration
+
+	// restConfig and scaleKinds build a controller's own clients (see
+	// ForController).
+	restConfig *rest.Config
+	scaleKinds scale.ScaleKindResolver
+}
+
+// ForController returns the context a controller's constructor gets: the
+// same informer factories, mapper and clock, with clients of its own whose
+// user agent ends in the controller's name, as kube-controller-manager gives
+// each of its controllers, so that the apiserver's audit log tells them
+// apart. (What they write is named in managedFields by each controller's
+// field manager, "scaleplane-<name>".) Informers list and watch through the
+// shared clients.
+func (c ControllerContext) ForController(name string) (ControllerContext, error) {
+	if c.restConfig == nil {
+		return c, nil
+	}
+	out := c
+	clients, err := createClients(c.restConfig, name, c.RESTMapper, c.scaleKinds)
+	if err != nil {
+		return ControllerContext{}, fmt.Errorf("building the clients of %s: %w", name, err)
+	}
+	out.KubeClient, out.Client, out.DynamicClient, out.MetadataClient = clients.kube, clients.scaleplane, clients.dynamic, clients.metadata
+	out.MetricsClient, out.ScaleClient = clients.metrics, clients.scale
+	if out.Unbounded, err = createUnboundedClients(c.restConfig, name, c.RESTMapper, c.scaleKinds); err != nil {
+		return ControllerContext{}, err
+	}
+	return out, nil
+}
+
+// clients are the rate-limited clients of one user agent.
+type clients struct {
+	kube       kubernetes.Interface
+	scaleplane versioned.Interface
+	dynamic    dynamic.Interface
+	metadata   metadata.Interface
+	metrics    metricsclientset.Interface
+	scale      scale.ScalesGetter
+}
+
+// createClients builds the clients with the user agent
+// "scaleplane-controller-manager/<version> (...)/<agent>".
+func createClients(cfg *rest.Config, agent string, mapper meta.RESTMapper, scaleKinds scale.ScaleKindResolver) (clients, error) {
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), agent)
+	var out clients
+	var err error
+	if out.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return clients{}, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	if out.scaleplane, err = versioned.NewForConfig(cfg); err != nil {
+		return clients{}, fmt.Errorf("building the scaleplane client: %w", err)
+	}
+	if out.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return clients{}, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	if out.metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return clients{}, fmt.Errorf("building the metadata client: %w", err)
+	}
+	if out.metrics, err = metricsclientset.NewForConfig(cfg); err != nil {
+		return clients{}, fmt.Errorf("building the metrics client: %w", err)
+	}
+	if out.scale, err = scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scaleKinds); err != nil {
+		return clients{}, fmt.Errorf("building the scale client: %w", err)
+	}
+	return out, nil
 }
 
 // UnboundedClients have no client-side rate limit (--kube-api-qps and
@@ -95,38 +161,21 @@ type UnboundedClients struct {
 }
 
 // CreateControllerContext builds the clients and factories from a REST config.
+// Its clients are the manager's own (user agent
+// "scaleplane-controller-manager/..."); each controller gets clients of its
+// own from ForController.
 func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *options.Options, broadcaster record.EventBroadcaster) (ControllerContext, error) {
-	kubeClient, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
-	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the Kubernetes client: %w", err)
-	}
-	client, err := versioned.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
-	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the scaleplane client: %w", err)
-	}
-	dynamicClient, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the dynamic client: %w", err)
-	}
-	metadataClient, err := metadata.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
-	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the metadata client: %w", err)
-	}
-	metricsClient, err := metricsclientset.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName))
-	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the metrics client: %w", err)
-	}
 	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("building the discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
 	scaleKinds := scale.NewDiscoveryScaleKindResolver(discoveryClient)
-	scaleClient, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scaleKinds)
+	shared, err := createClients(cfg, options.ControllerManagerName, mapper, scaleKinds)
 	if err != nil {
-		return ControllerContext{}, fmt.Errorf("building the scale client: %w", err)
+		return ControllerContext{}, err
 	}
-	unbounded, err := createUnboundedClients(cfg, mapper, scaleKinds)
+	unbounded, err := createUnboundedClients(cfg, options.ControllerManagerName, mapper, scaleKinds)
 	if err != nil {
 		return ControllerContext{}, err
 	}
@@ -134,15 +183,15 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 	// own requeue delays, not by periodic relists.
 	resync := 12 * time.Hour
 	return ControllerContext{
-		KubeClient:                kubeClient,
-		Client:                    client,
-		DynamicClient:             dynamicClient,
-		MetadataClient:            metadataClient,
-		MetricsClient:             metricsClient,
-		InformerFactory:           kubeinformers.NewSharedInformerFactory(kubeClient, resync),
-		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, resync),
+		KubeClient:                shared.kube,
+		Client:                    shared.scaleplane,
+		DynamicClient:             shared.dynamic,
+		MetadataClient:            shared.metadata,
+		MetricsClient:             shared.metrics,
+		InformerFactory:           kubeinformers.NewSharedInformerFactory(shared.kube, resync),
+		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(shared.scaleplane, resync),
 		RESTMapper:                mapper,
-		ScaleClient:               scaleClient,
+		ScaleClient:               shared.scale,
 		Unbounded:                 unbounded,
 		EventRecorderFor: func(component string) record.EventRecorder {
 			return broadcaster.NewRecorder(scheme(), eventSource(component))
@@ -150,13 +199,15 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		Clock:        clock.RealClock{},
 		Options:      opts,
 		ResyncPeriod: resync,
+		restConfig:   cfg,
+		scaleKinds:   scaleKinds,
 	}, nil
 }
 
 // createUnboundedClients builds the UnboundedClients: a negative QPS is
 // client-go's way to say no rate limiter.
-func createUnboundedClients(cfg *rest.Config, mapper meta.RESTMapper, scaleKinds scale.ScaleKindResolver) (UnboundedClients, error) {
-	unbounded := rest.AddUserAgent(rest.CopyConfig(cfg), options.ControllerManagerName)
+func createUnboundedClients(cfg *rest.Config, agent string, mapper meta.RESTMapper, scaleKinds scale.ScaleKindResolver) (UnboundedClients, error) {
+	unbounded := rest.AddUserAgent(rest.CopyConfig(cfg), agent)
 	unbounded.QPS, unbounded.Burst, unbounded.RateLimiter = -1, 0, nil
 	kubeClient, err := kubernetes.NewForConfig(unbounded)
 	if err != nil {

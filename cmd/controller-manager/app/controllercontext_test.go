@@ -18,6 +18,9 @@ package app
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -48,5 +51,48 @@ func TestUnboundedClientsHaveNoRateLimiter(t *testing.T) {
 	}
 	if cfg.QPS != opts.Generic.KubeAPIQPS {
 		t.Errorf("building the unbounded clients changed the shared config's QPS to %v", cfg.QPS)
+	}
+}
+
+// Each controller's requests carry its name in their user agent, as
+// kube-controller-manager's do, so an apiserver's audit log tells the three
+// apart; its unbounded clients stay unbounded.
+func TestForControllerUserAgent(t *testing.T) {
+	agents := make(chan string, 10)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agents <- r.UserAgent()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	defer server.Close()
+	opts := options.NewOptions()
+	broadcaster := record.NewBroadcaster()
+	defer broadcaster.Shutdown()
+	cc, err := CreateControllerContext(context.Background(), &rest.Config{Host: server.URL}, opts, broadcaster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cron-scaler", "hpa-generator", "resizer"} {
+		own, err := cc.ForController(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := own.KubeClient.Discovery().ServerVersion(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := own.Unbounded.KubeClient.Discovery().ServerVersion(); err != nil {
+			t.Fatal(err)
+		}
+		for _, client := range []string{"client", "unbounded client"} {
+			if agent := <-agents; !strings.HasSuffix(agent, "/"+name) {
+				t.Errorf("%s's %s sends user agent %q; want it to end in /%s", name, client, agent, name)
+			}
+		}
+		if l := own.Unbounded.KubeClient.CoreV1().RESTClient().GetRateLimiter(); l != nil {
+			t.Errorf("%s's unbounded client has a rate limiter (%T)", name, l)
+		}
+		if own.InformerFactory != cc.InformerFactory {
+			t.Errorf("%s got an informer factory of its own; informers are shared", name)
+		}
 	}
 }

@@ -108,6 +108,12 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		controllerCtx.RESTMapper.Reset()
 	}
 
+	controllerCtx, err := controllerCtx.ForController(d.name)
+	if err != nil {
+		logger.Error(err, "Controller failed to start")
+		checks.setControllerState(d.name, err, err.Error())
+		return
+	}
 	controller, err := d.initFunc(ctx, controllerCtx)
 	if err != nil {
 		err = fmt.Errorf("starting controller %s: %w", d.name, err)
