@@ -39,7 +39,10 @@ type InitFunc func(ctx context.Context, controllerCtx ControllerContext) (Contro
 // style of kube-controller-manager: its name, its aliases, its constructor,
 // and the API resources it cannot work without.
 type ControllerDescriptor struct {
-	name                string
+	name string
+	// summary says in a few words what the controller acts on, for the
+	// command's description.
+	summary             string
 	aliases             []string
 	initFunc            InitFunc
 	isDisabledByDefault bool
@@ -52,6 +55,9 @@ type ControllerDescriptor struct {
 // Name returns the controller's --controllers name.
 func (d *ControllerDescriptor) Name() string { return d.name }
 
+// Summary says in a few words what the controller acts on.
+func (d *ControllerDescriptor) Summary() string { return d.summary }
+
 // Aliases returns the other names --controllers accepts for the controller.
 func (d *ControllerDescriptor) Aliases() []string { return d.aliases }
 
@@ -61,16 +67,6 @@ func (d *ControllerDescriptor) IsDisabledByDefault() bool { return d.isDisabledB
 // RequiredResources returns the resources the controller waits for.
 func (d *ControllerDescriptor) RequiredResources() []schema.GroupVersionResource {
 	return d.requiredResources
-}
-
-// NewControllerDescriptors returns every controller the manager knows, keyed
-// by name. A controller joins this list only once it does its job.
-func NewControllerDescriptors() map[string]*ControllerDescriptor {
-	return buildControllerDescriptors(
-		newCronScalerControllerDescriptor(),
-		newHPAGeneratorControllerDescriptor(),
-		newResizerControllerDescriptor(),
-	)
 }
 
 // buildControllerDescriptors indexes descriptors by name and panics on a

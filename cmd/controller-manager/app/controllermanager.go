@@ -62,8 +62,7 @@ func newCommand(o *options.Options, descriptors map[string]*ControllerDescriptor
 	cmd := &cobra.Command{
 		Use: options.ControllerManagerName,
 		Long: options.ControllerManagerName + " runs scaleplane's scaling controllers against a Kubernetes or " +
-			"Karmada API server: cron-scaler (CronFederatedHPA), hpa-generator (LeaderWorkerSet scalePolicy) and " +
-			"resizer (AddonResizer), as selected with --controllers.",
+			"Karmada API server, as selected with --controllers: " + describeControllers(descriptors) + ".",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -31,6 +31,7 @@ import (
 func newCronScalerControllerDescriptor() *ControllerDescriptor {
 	return &ControllerDescriptor{
 		name:     cronscaler.Name,
+		summary:  "CronFederatedHPA",
 		aliases:  []string{"cronFederatedHorizontalPodAutoscaler"},
 		initFunc: newCronScalerController,
 		requiredResources: []schema.GroupVersionResource{

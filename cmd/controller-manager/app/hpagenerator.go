@@ -31,6 +31,7 @@ import (
 func newHPAGeneratorControllerDescriptor() *ControllerDescriptor {
 	return &ControllerDescriptor{
 		name:     hpagenerator.Name,
+		summary:  "LeaderWorkerSet scalePolicy",
 		initFunc: newHPAGeneratorController,
 		requiredResources: []schema.GroupVersionResource{
 			lwsv1.SchemeGroupVersion.WithResource("leaderworkersets"),

@@ -31,6 +31,7 @@ import (
 func newResizerControllerDescriptor() *ControllerDescriptor {
 	return &ControllerDescriptor{
 		name:     resizer.Name,
+		summary:  "AddonResizer",
 		initFunc: newResizerController,
 		requiredResources: []schema.GroupVersionResource{
 			scaleplanev1alpha1.SchemeGroupVersion.WithResource("addonresizers"),
