@@ -18,6 +18,7 @@ package cronscaler
 
 import (
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,3 +192,46 @@ func TestFailedStatusWriteAfterAnEditKeepsTheNewPlan(t *testing.T) {
 }
 
 func metav1Time(s string) metav1.Time { return metav1.NewTime(utc(s)) }
+
+// Issue 17: a read of a stale object that gets no answer during an outage
+// used to fail the sync, which then backed off up to 30 s, while the README
+// promises attempts at most 4 s apart. The sync plans from the status it
+// last wrote, and the due firing keeps its own retry schedule.
+func TestLiveReadDuringAnOutageKeepsTheFiringsRetries(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-01 07:30:00"), "c")
+		// 08:00 is applied and recorded; the cache does not see the write.
+		if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err != nil {
+			t.Fatal(err)
+		}
+		// At 09:00 the apiserver gives no answer.
+		h.client.PrependReactor("get", "cronfederatedhpas", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apiserverDown
+		})
+		h.scales.failWith(apiserverDown)
+		for i, at := range []string{"09:00:00.100", "09:00:02", "09:00:05", "09:00:09", "09:00:13"} {
+			d, _ := h.trySyncAt(utc("2024-05-01 "+at), "c")
+			if d <= 0 || d > maxUnreachableBackoff+time.Second {
+				t.Fatalf("attempt %d at %s: requeued after %v; want the next attempt within %v", i+1, at, d, maxUnreachableBackoff)
+			}
+		}
+		if got := h.scales.get("deployments", "web"); got != 10 {
+			t.Errorf("replicas = %d; want 10 (08:00, and not applied twice)", got)
+		}
+		// Back: 09:00 runs once, 08:00 is not repeated.
+		h.client.ReactionChain = h.client.ReactionChain[1:]
+		h.scales.failWith(nil)
+		h.scales.set("deployments", "web", 3)
+		h.refresh() // the watch resumes
+		h.syncAt(utc("2024-05-01 09:00:15"), "c")
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 2 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-01 09:00:00")) {
+			t.Errorf("successful executions %+v; want 09:00 and 08:00", hist.SuccessfulExecutions)
+		}
+		if got := h.scales.get("deployments", "web"); got != 10 {
+			t.Errorf("replicas = %d; want 10 from 09:00", got)
+		}
+	})
+}
