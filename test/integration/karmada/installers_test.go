@@ -291,23 +291,22 @@ func (s *readmeSession) file(name string) []byte {
 
 var builtKarmadaPatch string
 
-// karmadaPatch builds cmd/karmada-patch once per test binary.
+// karmadaPatch builds cmd/karmada-patch once per top-level test (the first
+// caller's): its subtests reuse it, and it goes with that test's temporary
+// directory.
 func karmadaPatch(t *testing.T) string {
 	t.Helper()
 	if builtKarmadaPatch != "" {
 		return builtKarmadaPatch
 	}
-	dir, err := os.MkdirTemp("", "karmada-patch-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "karmada-patch")
+	path := filepath.Join(t.TempDir(), "karmada-patch")
 	cmd := exec.Command("go", "build", "-o", path, "./cmd/karmada-patch")
 	cmd.Dir = repoPath(t, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building cmd/karmada-patch: %v\n%s", err, out)
 	}
 	builtKarmadaPatch = path
+	t.Cleanup(func() { builtKarmadaPatch = "" })
 	return path
 }
 
@@ -429,6 +428,7 @@ func checkSidecarAdded(t *testing.T, before, after *appsv1.Deployment) {
 // steps and its upgrade, and checks what the README says of them.
 func TestInstallers(t *testing.T) {
 	cp := framework.Get(t)
+	karmadaPatch(t)
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			t.Run("cron-off-patch", func(t *testing.T) { testCronOffPatch(t, cp, in) })
@@ -604,12 +604,12 @@ func testCompanion(t *testing.T, cp *framework.ControlPlane, in installer) {
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the companion mounts a service account token")
 	}
-	in0, err := karmadaadoption.Inspect(original)
+	inspected, err := karmadaadoption.Inspect(original)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != in0.SecretName {
-		t.Errorf("volumes %+v, want Karmada's Secret %s", pod.Volumes, in0.SecretName)
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != inspected.SecretName {
+		t.Errorf("volumes %+v, want Karmada's Secret %s", pod.Volumes, inspected.SecretName)
 	}
 	c := &pod.Containers[0]
 	if got := flagValue(c.Args, "leader-elect-resource-namespace"); got != karmadaNamespace {

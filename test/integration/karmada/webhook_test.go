@@ -109,6 +109,7 @@ func configurationOf(t *testing.T) *admissionregistrationv1.ValidatingWebhookCon
 // accepted by the apiserver at once, so that Karmada's rules still apply.
 func TestWebhookPerInstaller(t *testing.T) {
 	cp := framework.Get(t)
+	karmadaPatch(t)
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			d := in.deployment(t)
