@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs scaleplane's unit tests: every package under cmd/ and pkg/. They use
+# Runs scaleplane's unit tests: every package under cmd/ and pkg/, and the
+# benchmarks' helpers under test/bench/internal. They use
 # fake clientsets and fake clocks only; the integration tests against a real
 # apiserver are in test/integration and run by hack/test-integration.sh.
 #
@@ -24,8 +25,10 @@ else
 fi
 
 # go list expands the patterns once, so a tree without any package under one
-# of them is not an error, and nothing under test/ sneaks in.
-mapfile -t packages < <(go list ./cmd/... ./pkg/... | grep -v '/test/' || true)
+# of them is not an error, and nothing else under test/ sneaks in: the
+# benchmarks' helpers (test/bench/internal) have unit tests of their own,
+# which run here; the benchmarks themselves do not.
+mapfile -t packages < <({ go list ./cmd/... ./pkg/... | grep -v '/test/'; go list ./test/bench/internal/...; } || true)
 if (( ${#packages[@]} == 0 )); then
   scaleplane::fatal "no Go packages under cmd/ or pkg/"
 fi

@@ -19,7 +19,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -125,9 +124,6 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 	controllerCtx.StartInformers(ctx)
 	if !controllerCtx.WaitForCacheSync(ctx) {
 		return
-	}
-	if hc, ok := controller.(interface{ HealthCheck() error }); ok {
-		checks.add(d.name, func(*http.Request) error { return hc.HealthCheck() })
 	}
 	checks.setControllerState(d.name, nil, "")
 	logger.Info("Started controller")

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 )
 
 const modulePath = "github.com/scaleplane/scaleplane"
@@ -74,8 +76,67 @@ var errMissingBinary = errors.New("control plane binary missing")
 
 // Binary returns the path of an executable in BinDir (etcd, kubectl,
 // scaleplane-controller-manager, ...), or an error that tells the developer
-// to run `make tools`.
-func Binary(name string) (string, error) { return binary(name) }
+// to run `make tools`. scaleplane's own binaries are built from the working
+// tree first, once per test process (see buildOwn), so that `go test` after
+// an edit never runs the binary of an older tree.
+func Binary(name string) (string, error) {
+	if pkg, ok := ownBinaries[name]; ok {
+		if err := buildOwn(name, pkg); err != nil {
+			return "", err
+		}
+	}
+	return binary(name)
+}
+
+// ownBinaries are scaleplane's binaries, by the package that builds them.
+var ownBinaries = map[string]string{
+	"scaleplane-controller-manager": "./cmd/controller-manager",
+	"scaleplane-webhook":            "./cmd/webhook",
+}
+
+var (
+	ownBuilt   sync.Mutex
+	ownResults = map[string]error{}
+)
+
+// buildOwn builds one of scaleplane's binaries from the working tree into
+// BinDir, once per test process. With the Go build cache warm it takes a
+// few seconds; several test packages building at once each write a
+// temporary file and rename it, and a running copy is not disturbed.
+func buildOwn(name, pkg string) error {
+	ownBuilt.Lock()
+	defer ownBuilt.Unlock()
+	if err, done := ownResults[name]; done {
+		return err
+	}
+	err := func() error {
+		root, err := RepoRoot()
+		if err != nil {
+			return err
+		}
+		dir, err := BinDir()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(dir, "."+name+"-*")
+		if err != nil {
+			return err
+		}
+		_ = tmp.Close()
+		defer os.Remove(tmp.Name())
+		cmd := exec.Command("go", "build", "-o", tmp.Name(), pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s from the working tree: %w\n%s", name, err, out)
+		}
+		return os.Rename(tmp.Name(), filepath.Join(dir, name))
+	}()
+	ownResults[name] = err
+	return err
+}
 
 // binary returns the path of an executable in BinDir, or an error that tells
 // the developer to run `make tools`. Tests fail on it, they never skip: a
