@@ -209,6 +209,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		writers:      newStatusWriters(),
 	}
 	publishStoredFields(c.stored)
+	if err := cfg.Informer.Informer().SetTransform(stripForCache); err != nil {
+		return nil, fmt.Errorf("setting the CronFederatedHPA cache's transform: %w", err)
+	}
 	if _, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onAdd(ctx, obj) },
 		UpdateFunc: func(oldObj, newObj any) { c.onUpdate(ctx, oldObj, newObj) },

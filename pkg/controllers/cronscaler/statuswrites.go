@@ -98,6 +98,9 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	}
 	updated := obj.DeepCopy()
 	updated.Status = status
+	// The cache keeps managedFields without their field sets (see
+	// stripForCache): none sent means the apiserver keeps its own.
+	updated.ManagedFields = nil
 	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
