@@ -137,9 +137,9 @@ func (in installer) install(t *testing.T, cp *framework.ControlPlane) *appsv1.De
 	return get(t, cp, d.Namespace, d.Name)
 }
 
-// upgrade is what the installer does to an existing Deployment when it runs
-// again with the manifest in file (its upgrade; to is the manifest it
-// renders now, from the manifest it rendered last):
+// upgrade is what the installer does to its existing Deployment when it
+// runs again (its upgrade): from is the manifest it rendered last, to the
+// one it renders now.
 //   - Helm 3: a strategic merge patch made by a three-way merge of the last
 //     release's manifest, the new one and the live object
 //     (kube.Client.Update's createPatch);
