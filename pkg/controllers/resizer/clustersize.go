@@ -66,6 +66,8 @@ type apiServerCounts struct {
 	nodeStore           cache.Store
 	onContainersChanged func()
 	onNodesChanged      func()
+	// restoreGC puts GOGC back once the pod list is in (tightenGC).
+	restoreGC func()
 
 	mu  sync.Mutex
 	ctx context.Context // nil until the controller runs
@@ -80,6 +82,7 @@ func newAPIServerCounts(kubeClient kubernetes.Interface, metadataClient metadata
 		nodes:               newNodeCounter(),
 		onContainersChanged: onContainersChanged,
 		onNodesChanged:      onNodesChanged,
+		restoreGC:           func() {},
 	}
 	// Once a count is complete, the AddonResizers waiting for it sync at
 	// once rather than at their next retry.
@@ -89,6 +92,7 @@ func newAPIServerCounts(kubeClient kubernetes.Interface, metadataClient metadata
 		// each: collect what it left behind and return it to the OS now,
 		// rather than keep it resident until the next forced GC and the
 		// scavenger's slow return.
+		a.restoreGC()
 		a.containers.compact()
 		debug.FreeOSMemory()
 		onContainersChanged()
@@ -147,7 +151,15 @@ func (a *apiServerCounts) buildPodReflector() (func(context.Context), cache.Info
 	a.containers.onChange = a.onContainersChanged
 	// Keeps a fake clientset (which cannot stream a watch-list) on lists.
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.kubeClient), &corev1.Pod{}, a.containers, cache.ReflectorOptions{Name: "resizer-pods", TypeDescription: "*v1.Pod"})
-	return r.RunWithContext, a.containers.hasSynced, nil
+	// The garbage collector runs tighter until the initial list is in
+	// (listGCPercent); onSynced, or the reflector's end, restores it.
+	a.restoreGC = tightenGC(listGCPercent)
+	restore := a.restoreGC
+	run := func(ctx context.Context) {
+		defer restore()
+		r.RunWithContext(ctx)
+	}
+	return run, a.containers.hasSynced, nil
 }
 
 // buildNodeInformer watches nodes as metadata only, stripped to their

@@ -73,6 +73,7 @@ func TestAPIServerCountsInformers(t *testing.T) {
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeMeta("n1"), nodeMeta("n2"))
 	var containerChanges, nodeChanges atomic.Int32
 	counts := newAPIServerCounts(kube, meta, func() { containerChanges.Add(1) }, func() { nodeChanges.Add(1) })
+	gcBefore := gcPercent()
 
 	// Nothing starts before the controller runs.
 	if ok, err := counts.ready(scaleplanev1alpha1.ContainerProportional); ok || err != nil {
@@ -100,6 +101,10 @@ func TestAPIServerCountsInformers(t *testing.T) {
 	// The initial list tells the controller once, when it is complete, so
 	// the AddonResizers waiting for it sync at once.
 	eventually(t, ctx, "told once the pods are counted", func() bool { return containerChanges.Load() == 1 })
+	// The garbage collector is back to its own pace once the list is in.
+	if got := gcPercent(); got != gcBefore {
+		t.Errorf("GOGC after the initial list = %d; want it restored to %d", got, gcBefore)
+	}
 	// The pods are listed without the terminal ones.
 	for _, a := range kube.Actions() {
 		if a.GetVerb() == "list" {
