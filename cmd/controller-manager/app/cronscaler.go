@@ -19,6 +19,9 @@ package app
 import (
 	"context"
 
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -60,5 +63,25 @@ func newCronScalerController(ctx context.Context, controllerCtx ControllerContex
 		Clock:      controllerCtx.Clock,
 		Workers:    controllerCtx.Options.CronScaler.ConcurrentSyncs,
 		Stored:     readCronSchema(ctx, controllerCtx.DynamicClient),
+		// Shared with the hpa-generator when it runs.
+		HPAs:          controllerCtx.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer(),
+		FederatedHPAs: federatedHPAInformer(ctx, controllerCtx),
 	})
+}
+
+// federatedHPAInformer returns the FederatedHPA informer if the API server
+// serves FederatedHPAs (Karmada's, or scaleplane's CRD): an informer of a
+// resource that is not served would fail to list forever.
+func federatedHPAInformer(ctx context.Context, controllerCtx ControllerContext) cache.SharedIndexInformer {
+	gv := autoscalingv1alpha1.SchemeGroupVersion
+	resources, err := controllerCtx.KubeClient.Discovery().ServerResourcesForGroupVersion(gv.String())
+	if err == nil {
+		for _, r := range resources.APIResources {
+			if r.Name == "federatedhpas" {
+				return controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().FederatedHPAs().Informer()
+			}
+		}
+	}
+	klog.FromContext(ctx).Info("FederatedHPAs are not served: a CronFederatedHPA scaling a workload that a FederatedHPA also scales is not reported", "groupVersion", gv.String())
+	return nil
 }

@@ -31,7 +31,7 @@ func TestStripForCache(t *testing.T) {
 	at := metav1Time("2024-05-01 07:00:00")
 	obj.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:rules":{}}}`)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:rules":{}}}`),
 	}}
 	obj.Annotations = map[string]string{lastAppliedAnnotation: `{"spec":{}}`, "team": "web"}
 	out, err := stripForCache(obj)

@@ -63,15 +63,16 @@ const Name = "cron-scaler"
 
 // Event reasons.
 const (
-	reasonScaled           = "Scaled"
-	reasonScaleFailed      = "ScaleFailed"
-	reasonMissed           = "MissedSchedule"
-	reasonSuperseded       = "Superseded"
-	reasonInvalidRule      = "InvalidRule"
-	reasonDuplicateRules   = "DuplicateRuleNames"
-	reasonStatusNotStored  = "UpdateStatusFailed"
-	reasonNotReapplied     = "NotReapplied"
-	reasonManagedByAnother = "ManagedByAnotherController"
+	reasonScaled             = "Scaled"
+	reasonScaleFailed        = "ScaleFailed"
+	reasonMissed             = "MissedSchedule"
+	reasonSuperseded         = "Superseded"
+	reasonInvalidRule        = "InvalidRule"
+	reasonDuplicateRules     = "DuplicateRuleNames"
+	reasonStatusNotStored    = "UpdateStatusFailed"
+	reasonNotReapplied       = "NotReapplied"
+	reasonManagedByAnother   = "ManagedByAnotherController"
+	reasonAutoscalerConflict = "AutoscalerConflict"
 )
 
 // DefaultDrainTimeout bounds how long Run waits, once its context ends, for
@@ -137,6 +138,8 @@ type Controller struct {
 	counts    *watchCounts
 	// writers tells status writes of another controller from this one's.
 	writers *statusWriters
+	// autoscalers finds the HPAs and FederatedHPAs that scale a target.
+	autoscalers *autoscalers
 }
 
 // FieldManager names the cron-scaler in the managedFields of what it
@@ -165,6 +168,11 @@ type Config struct {
 	Clock    clock.WithTicker
 	// Workers is the number of syncs, and of status writers, in flight.
 	Workers int
+	// HPAs and FederatedHPAs, when set, are the autoscaler informers the
+	// cron-scaler looks up to warn about a firing that an autoscaler will
+	// undo (see autoscalers.go); FederatedHPAs only where its CRD is served.
+	HPAs          cache.SharedIndexInformer
+	FederatedHPAs cache.SharedIndexInformer
 	// Stored says which of scaleplane's added fields the installed CRD
 	// keeps (see StoredFieldsFromCRD); the zero value, neither, is Karmada's
 	// CRD and always safe.
@@ -183,7 +191,6 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		metadata:     cfg.Metadata,
 		mapper:       cfg.Mapper,
 		lister:       cfg.Informer.Lister(),
-		synced:       cfg.Informer.Informer().HasSynced,
 		recorder:     cfg.Recorder,
 		clock:        clk,
 		workers:      cfg.Workers,
@@ -207,6 +214,28 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		memory:       newMemory(),
 		counts:       newWatchCounts(),
 		writers:      newStatusWriters(),
+		autoscalers:  &autoscalers{},
+	}
+	synced := []cache.InformerSynced{cfg.Informer.Informer().HasSynced}
+	for _, a := range []struct {
+		informer cache.SharedIndexInformer
+		kind     string
+	}{{cfg.HPAs, "HorizontalPodAutoscaler"}, {cfg.FederatedHPAs, "FederatedHPA"}} {
+		if a.informer == nil {
+			continue
+		}
+		if err := c.autoscalers.add(a.informer, a.kind); err != nil {
+			return nil, err
+		}
+		synced = append(synced, a.informer.HasSynced)
+	}
+	c.synced = func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
 	}
 	publishStoredFields(c.stored)
 	if err := cfg.Informer.Informer().SetTransform(stripForCache); err != nil {

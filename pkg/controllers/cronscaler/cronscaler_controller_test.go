@@ -561,16 +561,17 @@ func TestScaleFromZero(t *testing.T) {
 }
 
 func TestUnknownKindResetsMapperOnce(t *testing.T) {
-	lws := schema.GroupVersionKind{Group: "leaderworkerset.x-k8s.io", Version: "v1", Kind: "LeaderWorkerSet"}
+	// A custom resource whose CRD was installed after discovery was cached.
+	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 	obj := cron("c", rule("r", "0 8 * * *", 2))
-	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "lws"}
+	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"}
 	h := newHarness(t, utc("2024-05-01 07:00:00"), obj)
-	h.mapper.onReset = []schema.GroupVersionKind{lws}
-	h.scales.set("leaderworkersets", "lws", 0)
+	h.mapper.onReset = []schema.GroupVersionKind{widget}
+	h.scales.set("widgets", "w", 0)
 	h.syncAt(utc("2024-05-01 07:00:00"), "c")
 	h.syncAt(utc("2024-05-01 08:00:00.100"), "c")
-	if h.mapper.resets != 1 || h.scales.get("leaderworkersets", "lws") != 2 {
-		t.Errorf("resets = %d, replicas = %d; want 1 reset and 2 replicas", h.mapper.resets, h.scales.get("leaderworkersets", "lws"))
+	if h.mapper.resets != 1 || h.scales.get("widgets", "w") != 2 {
+		t.Errorf("resets = %d, replicas = %d; want 1 reset and 2 replicas", h.mapper.resets, h.scales.get("widgets", "w"))
 	}
 
 	obj = cron("d", rule("r", "0 8 * * *", 2))

@@ -108,6 +108,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	c.memory.forget(key)
 	c.deferred.forget(key)
 	c.writers.forget(key)
+	c.autoscalers.clear(key)
 	// The sync finds it gone and drops whatever is left.
 	c.queue.Add(key)
 }

@@ -75,6 +75,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	var prior priorWrite
 	wrote := merged != (values{})
 	if wrote {
+		c.checkAutoscalers(obj, t, merged)
 		prior, applyErr = c.apply(ctx, obj.Namespace, t, merged, c.inheritedSlot(due))
 		if prior.decided() {
 			klog.FromContext(ctx).Info("Firing inherited from a predecessor not applied again", "target", t.String(), "prior", prior.String())

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	scalefake "k8s.io/client-go/scale/fake"
@@ -48,6 +49,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
 )
@@ -104,7 +106,9 @@ type harness struct {
 	mapper   *testMapper
 	recorder *record.FakeRecorder
 	indexer  cache.Indexer
-	c        *Controller
+	// hpas is the HPA informer the controller looks autoscalers up in.
+	hpas cache.SharedIndexInformer
+	c    *Controller
 	// syncs and records are the controller's two queues.
 	syncs, records *heldQueue
 }
@@ -127,7 +131,7 @@ func newHarnessOn(t *testing.T, crd schemaVariant, now time.Time, objects ...run
 			o = o.DeepCopy()
 			crd.prune(o)
 			crons = append(crons, o)
-		case *autoscalingv1alpha1.FederatedHPA:
+		case *autoscalingv1alpha1.FederatedHPA, *lwsv1.LeaderWorkerSet:
 			crons = append(crons, o)
 		default:
 			kube = append(kube, o)
@@ -159,7 +163,9 @@ func (h *harness) newController() {
 	h.t.Helper()
 	factory := externalversions.NewSharedInformerFactory(h.client, 0)
 	informer := factory.Autoscaling().V1alpha1().CronFederatedHPAs()
+	h.hpas = kubeinformers.NewSharedInformerFactory(h.kube, 0).Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 	c, err := NewController(h.ctx, Config{
+		HPAs:       h.hpas,
 		Informer:   informer,
 		Client:     h.client,
 		KubeClient: h.kube,
@@ -194,6 +200,17 @@ func (h *harness) refresh() {
 		objs = append(objs, &list.Items[i])
 	}
 	if err := h.indexer.Replace(objs, ""); err != nil {
+		h.t.Fatal(err)
+	}
+	hpas, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers("").List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	objs = objs[:0]
+	for i := range hpas.Items {
+		objs = append(objs, &hpas.Items[i])
+	}
+	if err := h.hpas.GetIndexer().Replace(objs, ""); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -561,7 +578,7 @@ func (s *scaleStore) write(key, manager, subresource string, replicas int32) {
 	}
 	s.managers[key] = metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: at,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`),
 	}
 }
 
@@ -611,6 +628,7 @@ func newTestMapper() *testMapper {
 	m := &testMapper{DefaultRESTMapper: meta.NewDefaultRESTMapper(nil)}
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
+	m.Add(lwsv1.SchemeGroupVersion.WithKind("LeaderWorkerSet"), meta.RESTScopeNamespace)
 	return m
 }
 

@@ -89,19 +89,24 @@ func (w priorWrite) String() string {
 }
 
 // fieldPaths are the fields of the target that v sets, as managedFields
-// name them. The scale subresource of the built-in workloads maps to
-// spec.replicas; a custom resource whose scale subresource reads another
-// path is only checked for the cron-scaler's own entry.
-func fieldPaths(v values) []string {
+// name them. The scale subresource of the built-in workloads and of
+// LeaderWorkerSets maps to spec.replicas; a custom resource whose scale
+// subresource reads another path is only checked for the cron-scaler's own
+// entry. A LeaderWorkerSet's bounds are those of its scalePolicy.
+func fieldPaths(t target, v values) []string {
 	var paths []string
 	if v.replicas != nil {
 		paths = append(paths, "spec.replicas")
 	}
+	prefix := "spec."
+	if t.kind == targetLeaderWorkerSet {
+		prefix = "spec.scalePolicy."
+	}
 	if v.min != nil {
-		paths = append(paths, "spec.minReplicas")
+		paths = append(paths, prefix+"minReplicas")
 	}
 	if v.max != nil {
-		paths = append(paths, "spec.maxReplicas")
+		paths = append(paths, prefix+"maxReplicas")
 	}
 	return paths
 }
@@ -134,11 +139,11 @@ func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, s
 
 // ownedPaths returns which of paths ("spec.replicas") the fieldsV1 set owns.
 func ownedPaths(fields *metav1.FieldsV1, paths []string) []string {
-	if fields == nil || len(fields.Raw) == 0 {
+	if fields == nil || len(fields.GetRawBytes()) == 0 {
 		return nil
 	}
 	var set map[string]any
-	if err := json.Unmarshal(fields.Raw, &set); err != nil {
+	if err := json.Unmarshal(fields.GetRawBytes(), &set); err != nil {
 		return nil
 	}
 	var owned []string

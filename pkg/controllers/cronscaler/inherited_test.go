@@ -140,7 +140,7 @@ func TestInheritedFiringOnAnHPA(t *testing.T) {
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: "hpa", Namespace: ns, ManagedFields: []metav1.ManagedFieldsEntry{{
 			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:maxReplicas":{}}}`)},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:maxReplicas":{}}}`),
 		}}},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 40},
 	}
@@ -167,7 +167,7 @@ func TestInspectManagedFields(t *testing.T) {
 	entry := func(manager, sub string, at string, fields string) metav1.ManagedFieldsEntry {
 		tm := metav1.NewTime(utc(at))
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: sub, Time: &tm,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	replicas := `{"f:spec":{"f:replicas":{}}}`
 	cases := []struct {
@@ -182,7 +182,7 @@ func TestInspectManagedFields(t *testing.T) {
 		{"another's after the slot, other fields", []metav1.ManagedFieldsEntry{entry("kubectl", "", "2024-05-01 08:01:00", `{"f:metadata":{"f:labels":{}}}`)}, ""},
 		{"another's after the slot", []metav1.ManagedFieldsEntry{entry("kube-controller-manager", "", "2024-05-01 08:01:00", replicas)}, "kube-controller-manager"},
 		{"ours without a time (scale subresource)", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Subresource: "scale",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(replicas)}}}, ""},
+			FieldsV1: metav1.NewFieldsV1(replicas)}}, ""},
 	}
 	for _, tc := range cases {
 		w := inspectManagedFields(tc.entries, []string{"spec.replicas"}, slot)

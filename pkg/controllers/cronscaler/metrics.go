@@ -85,6 +85,12 @@ var (
 		Help:           "Changes of CronFederatedHPA status that this cron-scaler did not make, by the field manager that made them (karmada-controller-manager: Karmada's own cron controller is on again). Two cron controllers apply every slot twice.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"manager"})
+	autoscalerConflicts = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "autoscaler_conflicts",
+		Help:           "CronFederatedHPAs whose last firing set the replicas of a workload that an HPA or FederatedHPA also scales: the autoscaler undoes it at its next sync. Target the autoscaler's bounds instead.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	schemaFieldStored = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "crd_schema_field_stored",
@@ -99,6 +105,6 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses, foreignStatusWrites)
+		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses, foreignStatusWrites, autoscalerConflicts)
 	})
 }

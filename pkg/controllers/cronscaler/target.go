@@ -49,6 +49,18 @@ const (
 	// targetMinReplicas and targetMaxReplicas.
 	targetFederatedHPA
 	targetHPA
+	// targetLeaderWorkerSet is scaled like targetScale by targetReplicas,
+	// and its spec.scalePolicy (the hpa-generator's input) gets minReplicas
+	// and maxReplicas from targetMinReplicas and targetMaxReplicas, so the
+	// HPA generated from it follows.
+	targetLeaderWorkerSet
+)
+
+// The LeaderWorkerSet kind, whose scalePolicy the hpa-generator turns into an
+// HPA.
+const (
+	leaderWorkerSetGroup = "leaderworkerset.x-k8s.io"
+	leaderWorkerSetKind  = "LeaderWorkerSet"
 )
 
 // target is a parsed scaleTargetRef.
@@ -74,6 +86,8 @@ func parseTarget(ref autoscalingv2.CrossVersionObjectReference) (target, error) 
 		t.kind = targetFederatedHPA
 	case gv.Group == autoscalingv2.SchemeGroupVersion.Group && ref.Kind == "HorizontalPodAutoscaler":
 		t.kind = targetHPA
+	case gv.Group == leaderWorkerSetGroup && ref.Kind == leaderWorkerSetKind:
+		t.kind = targetLeaderWorkerSet
 	}
 	return t, nil
 }
@@ -88,6 +102,13 @@ type values struct {
 // ruleValues returns what a rule sets on the target, or an error a user can
 // act on when the rule does not fit the target's kind.
 func ruleValues(t target, rule *autoscalingv1alpha1.CronFederatedHPARule) (values, error) {
+	if t.kind == targetLeaderWorkerSet {
+		v := values{replicas: rule.TargetReplicas, min: rule.TargetMinReplicas, max: rule.TargetMaxReplicas}
+		if v == (values{}) {
+			return values{}, fmt.Errorf("set targetReplicas (the replicas of %s) or targetMinReplicas/targetMaxReplicas (the bounds of its spec.scalePolicy)", t.ref.Kind)
+		}
+		return v, nil
+	}
 	if t.kind == targetScale {
 		if rule.TargetReplicas == nil {
 			return values{}, fmt.Errorf("targetReplicas is not set; it is required to scale %s", t.ref.Kind)
@@ -160,6 +181,8 @@ func (c *Controller) apply(ctx context.Context, namespace string, t target, v va
 		prior, err = c.applyFederatedHPA(ctx, namespace, t, v, inherited)
 	case targetHPA:
 		prior, err = c.applyHPA(ctx, namespace, t, v, inherited)
+	case targetLeaderWorkerSet:
+		prior, err = c.applyLeaderWorkerSet(ctx, namespace, t, v, inherited)
 	default:
 		prior, err = c.applyScale(ctx, namespace, t, v, inherited)
 	}
@@ -197,7 +220,7 @@ func (c *Controller) applyScale(ctx context.Context, namespace string, t target,
 		case err != nil:
 			return priorWrite{}, err
 		default:
-			if prior := inspectManagedFields(m.ManagedFields, fieldPaths(v), inherited); prior.decided() {
+			if prior := inspectManagedFields(m.ManagedFields, fieldPaths(t, values{replicas: v.replicas}), inherited); prior.decided() {
 				return prior, nil
 			}
 		}
@@ -251,7 +274,7 @@ func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t 
 		if err != nil {
 			return err
 		}
-		if prior = inspectInherited(fhpa.ManagedFields, v, inherited); prior.decided() {
+		if prior = inspectInherited(fhpa.ManagedFields, fieldPaths(t, v), inherited); prior.decided() {
 			return nil
 		}
 		if !setBounds(&fhpa.Spec.MinReplicas, &fhpa.Spec.MaxReplicas, v) {
@@ -266,11 +289,47 @@ func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t 
 // inspectInherited is inspectManagedFields for an autoscaler target, read
 // anyway before it is updated; nothing to inspect for a firing that is not
 // inherited.
-func inspectInherited(entries []metav1.ManagedFieldsEntry, v values, inherited time.Time) priorWrite {
+func inspectInherited(entries []metav1.ManagedFieldsEntry, paths []string, inherited time.Time) priorWrite {
 	if inherited.IsZero() {
 		return priorWrite{}
 	}
-	return inspectManagedFields(entries, fieldPaths(v), inherited)
+	return inspectManagedFields(entries, paths, inherited)
+}
+
+// applyLeaderWorkerSet sets the LeaderWorkerSet's replicas through its scale
+// subresource and the bounds of its spec.scalePolicy, whichever v sets: the
+// hpa-generator then moves the HPA it keeps for it to the new bounds (an HPA
+// generated from a policy would put back bounds set on it directly).
+func (c *Controller) applyLeaderWorkerSet(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
+	if v.replicas != nil {
+		if prior, err := c.applyScale(ctx, namespace, t, values{replicas: v.replicas}, inherited); err != nil || prior.decided() {
+			return prior, err
+		}
+	}
+	if v.min == nil && v.max == nil {
+		return priorWrite{}, nil
+	}
+	client := c.client.LeaderworkersetV1().LeaderWorkerSets(namespace)
+	var prior priorWrite
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lws, err := client.Get(ctx, t.ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		policy := lws.Spec.ScalePolicy
+		if policy == nil {
+			return permanent(fmt.Errorf("LeaderWorkerSet %s has no spec.scalePolicy: targetMinReplicas/targetMaxReplicas set its bounds, targetReplicas its replicas", lws.Name))
+		}
+		if prior = inspectInherited(lws.ManagedFields, fieldPaths(t, values{min: v.min, max: v.max}), inherited); prior.decided() {
+			return nil
+		}
+		if !setBounds(&policy.MinReplicas, &policy.MaxReplicas, v) {
+			return nil
+		}
+		_, err = client.Update(ctx, lws, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+	return prior, err
 }
 
 func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v values, inherited time.Time) (priorWrite, error) {
@@ -281,7 +340,11 @@ func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v
 		if err != nil {
 			return err
 		}
-		if prior = inspectInherited(hpa.ManagedFields, v, inherited); prior.decided() {
+		if owner := metav1.GetControllerOf(hpa); owner != nil && owner.Kind == leaderWorkerSetKind && strings.HasPrefix(owner.APIVersion, leaderWorkerSetGroup+"/") {
+			return permanent(fmt.Errorf("HorizontalPodAutoscaler %s is generated by the hpa-generator from the scalePolicy of LeaderWorkerSet %s, which puts its bounds back: "+
+				"target LeaderWorkerSet %s instead (targetMinReplicas/targetMaxReplicas set its scalePolicy's bounds, and the HPA follows)", hpa.Name, owner.Name, owner.Name))
+		}
+		if prior = inspectInherited(hpa.ManagedFields, fieldPaths(t, v), inherited); prior.decided() {
 			return nil
 		}
 		if !setBounds(&hpa.Spec.MinReplicas, &hpa.Spec.MaxReplicas, v) {

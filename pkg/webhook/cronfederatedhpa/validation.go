@@ -25,6 +25,7 @@ package cronfederatedhpa
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -153,6 +154,9 @@ func scalesBounds(ref autoscalingv2.CrossVersionObjectReference) bool {
 // replicas for anything else (bounds ignored).
 func validateRuleReplicas(rule *autoscalingv1alpha1.CronFederatedHPARule, ref autoscalingv2.CrossVersionObjectReference, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if isLeaderWorkerSet(ref) {
+		return validateLeaderWorkerSetRule(rule, ref, fldPath)
+	}
 	if !scalesBounds(ref) {
 		replicasPath := fldPath.Child("targetReplicas")
 		switch {
@@ -167,11 +171,39 @@ func validateRuleReplicas(rule *autoscalingv1alpha1.CronFederatedHPARule, ref au
 	}
 
 	minRep, maxRep := rule.TargetMinReplicas, rule.TargetMaxReplicas
-	minPath, maxPath := fldPath.Child("targetMinReplicas"), fldPath.Child("targetMaxReplicas")
 	if minRep == nil && maxRep == nil {
-		errs = append(errs, field.Required(minPath, fmt.Sprintf(
+		errs = append(errs, field.Required(fldPath.Child("targetMinReplicas"), fmt.Sprintf(
 			"targetMinReplicas and targetMaxReplicas cannot be nil at the same time if you want to scale %s", ref.Kind)))
 	}
+	return append(errs, validateBounds(rule, fldPath)...)
+}
+
+// isLeaderWorkerSet tells a LeaderWorkerSet target, whose replicas a rule
+// sets (targetReplicas), or the bounds of its spec.scalePolicy
+// (targetMinReplicas/targetMaxReplicas, which the hpa-generator's HPA
+// follows), or both.
+func isLeaderWorkerSet(ref autoscalingv2.CrossVersionObjectReference) bool {
+	return ref.Kind == "LeaderWorkerSet" && strings.HasPrefix(ref.APIVersion, "leaderworkerset.x-k8s.io/")
+}
+
+func validateLeaderWorkerSetRule(rule *autoscalingv1alpha1.CronFederatedHPARule, ref autoscalingv2.CrossVersionObjectReference, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if rule.TargetReplicas == nil && rule.TargetMinReplicas == nil && rule.TargetMaxReplicas == nil {
+		errs = append(errs, field.Required(fldPath.Child("targetReplicas"), fmt.Sprintf(
+			"set targetReplicas (the replicas of the %s) or targetMinReplicas/targetMaxReplicas (the bounds of its spec.scalePolicy)", ref.Kind)))
+	}
+	if rule.TargetReplicas != nil && *rule.TargetReplicas < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("targetReplicas"), *rule.TargetReplicas,
+			"targetReplicas should be larger than or equal to 0"))
+	}
+	return append(errs, validateBounds(rule, fldPath)...)
+}
+
+// validateBounds checks targetMinReplicas and targetMaxReplicas where set.
+func validateBounds(rule *autoscalingv1alpha1.CronFederatedHPARule, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	minRep, maxRep := rule.TargetMinReplicas, rule.TargetMaxReplicas
+	minPath, maxPath := fldPath.Child("targetMinReplicas"), fldPath.Child("targetMaxReplicas")
 	if minRep != nil && *minRep <= 0 {
 		errs = append(errs, field.Invalid(minPath, *minRep, "targetMinReplicas should be larger than 0"))
 	}

@@ -241,6 +241,19 @@ func TestValidateCronFederatedHPA(t *testing.T) {
 			want: []string{"spec.rules[0].targetReplicas: Required value: targetReplicas cannot be nil if you want to scale Deployment"},
 		},
 		{
+			name: "LeaderWorkerSet: replicas, its scalePolicy's bounds, or both",
+			cron: boundsCron("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", boundsRule("r", ptr.To[int32](1), ptr.To[int32](2)),
+				replicasRule("s", "0 8 * * *", 3), with(boundsRule("t", nil, ptr.To[int32](4)), func(r *autoscalingv1alpha1.CronFederatedHPARule) { r.TargetReplicas = ptr.To[int32](2) })),
+		},
+		{
+			name: "LeaderWorkerSet: nothing to set, and bad bounds",
+			cron: boundsCron("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", boundsRule("r", nil, nil), boundsRule("s", ptr.To[int32](3), ptr.To[int32](2))),
+			want: []string{
+				"spec.rules[0].targetReplicas: Required value: set targetReplicas (the replicas of the LeaderWorkerSet) or targetMinReplicas/targetMaxReplicas (the bounds of its spec.scalePolicy)",
+				"spec.rules[1].targetMaxReplicas: Invalid value: 2: targetMaxReplicas should be larger than or equal to targetMinReplicas",
+			},
+		},
+		{
 			name: "workload: targetReplicas negative",
 			cron: deploymentCron(replicasRule("r", "0 8 * * *", -1)),
 			want: []string{"spec.rules[0].targetReplicas: Invalid value: -1: targetReplicas should be larger than or equal to 0"},

@@ -56,3 +56,5 @@ func TestInheritedFiringNotReapplied(t *testing.T) {
 func TestAnotherStatusWriterReported(t *testing.T) {
 	scenarios.AnotherStatusWriterReported(t, framework.Get(t))
 }
+
+func TestControllersTogether(t *testing.T) { scenarios.ControllersTogether(t, framework.Get(t)) }

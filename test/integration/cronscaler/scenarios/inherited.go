@@ -97,7 +97,7 @@ func InheritedFiringNotReapplied(t *testing.T, cp *framework.ControlPlane) {
 		t.Fatal(err)
 	}
 	entry := findEntry(webA.ManagedFields, cronscaler.FieldManager)
-	if entry == nil || entry.Subresource != "scale" || entry.FieldsV1 == nil || !strings.Contains(string(entry.FieldsV1.Raw), `"f:replicas"`) {
+	if entry == nil || entry.Subresource != "scale" || entry.FieldsV1 == nil || !strings.Contains(entry.FieldsV1.GetRawString(), `"f:replicas"`) {
 		t.Fatalf("web-a's managedFields %+v have no %s entry for the scale subresource owning spec.replicas", webA.ManagedFields, cronscaler.FieldManager)
 	}
 	if entry.Time != nil {
