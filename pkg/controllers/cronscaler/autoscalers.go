@@ -23,9 +23,9 @@ import (
 	"sync"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"github.com/scaleplane/scaleplane/pkg/scaletarget"
+
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -40,31 +40,11 @@ import (
 // bounds, or a LeaderWorkerSet's scalePolicy), at most every
 // conflictReportInterval per object, and the gauge
 // cron_scaler_autoscaler_conflicts. The autoscalers are found through an
-// index of the shared HPA and FederatedHPA informers by what they scale.
-
-// scaleTargetIndex indexes autoscalers by the object they scale.
-const scaleTargetIndex = "scaleplane.io/scale-target"
+// index of the shared HPA and FederatedHPA informers by what they scale
+// (pkg/scaletarget, shared with the hpa-generator).
 
 // conflictReportInterval bounds the AutoscalerConflict events per object.
 const conflictReportInterval = 6 * time.Hour
-
-// scaleTargetKey is the index key of what ref names in namespace: the
-// group, kind and name (the version does not matter).
-func scaleTargetKey(namespace string, ref autoscalingv2.CrossVersionObjectReference) string {
-	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return namespace + "/" + gv.Group + "/" + ref.Kind + "/" + ref.Name
-}
-
-// indexByScaleTarget is the index function of both autoscaler informers.
-func indexByScaleTarget(obj any) ([]string, error) {
-	switch a := obj.(type) {
-	case *autoscalingv2.HorizontalPodAutoscaler:
-		return []string{scaleTargetKey(a.Namespace, a.Spec.ScaleTargetRef)}, nil
-	case *autoscalingv1alpha1.FederatedHPA:
-		return []string{scaleTargetKey(a.Namespace, a.Spec.ScaleTargetRef)}, nil
-	}
-	return nil, nil
-}
 
 // autoscalers finds the HPAs and FederatedHPAs that scale a target.
 type autoscalers struct {
@@ -79,8 +59,8 @@ type autoscalers struct {
 
 // add indexes an autoscaler informer, of the kind named, by scale target.
 func (a *autoscalers) add(informer cache.SharedIndexInformer, kind string) error {
-	if err := informer.AddIndexers(cache.Indexers{scaleTargetIndex: indexByScaleTarget}); err != nil {
-		return fmt.Errorf("indexing %ss by scale target: %w", kind, err)
+	if err := scaletarget.AddIndex(informer); err != nil {
+		return fmt.Errorf("indexing %ss: %w", kind, err)
 	}
 	a.indexers = append(a.indexers, informer.GetIndexer())
 	a.kinds = append(a.kinds, kind)
@@ -90,9 +70,9 @@ func (a *autoscalers) add(informer cache.SharedIndexInformer, kind string) error
 // of returns "Kind/name" of every autoscaler that scales t in namespace.
 func (a *autoscalers) of(namespace string, t target) []string {
 	var out []string
-	key := scaleTargetKey(namespace, t.ref)
+	key := scaletarget.Key(namespace, t.gv.Group, t.ref.Kind, t.ref.Name)
 	for i, indexer := range a.indexers {
-		objs, _ := indexer.ByIndex(scaleTargetIndex, key)
+		objs, _ := indexer.ByIndex(scaletarget.Index, key)
 		for _, obj := range objs {
 			if m, ok := obj.(interface{ GetName() string }); ok {
 				out = append(out, a.kinds[i]+"/"+m.GetName())

@@ -36,6 +36,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scaleplane/scaleplane/pkg/scaletarget"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,8 +97,8 @@ func NewController(
 	workers int,
 ) (*Controller, error) {
 	registerMetrics()
-	if err := addScaleTargetIndex(hpaInformer.Informer()); err != nil {
-		return nil, err
+	if err := scaletarget.AddIndex(hpaInformer.Informer()); err != nil {
+		return nil, fmt.Errorf("indexing HorizontalPodAutoscalers: %w", err)
 	}
 	c := &Controller{
 		kubeClient: kubeClient,
@@ -270,7 +272,7 @@ func (c *Controller) leaveForeign(ctx context.Context, lws *lwsv1.LeaderWorkerSe
 // otherTargeting returns the names of the HPAs, other than ours, that scale
 // the LeaderWorkerSet.
 func (c *Controller) otherTargeting(ctx context.Context, lws *lwsv1.LeaderWorkerSet, ours *autoscalingv2.HorizontalPodAutoscaler) []string {
-	objs, err := c.hpaIndexer.ByIndex(scaleTargetIndex, scaleTargetKey(lws.Namespace, lwsGroup, lwsKind, lws.Name))
+	objs, err := c.hpaIndexer.ByIndex(scaletarget.Index, scaletarget.Key(lws.Namespace, lwsGroup, lwsKind, lws.Name))
 	if err != nil {
 		// Only possible if the index is missing, which NewController
 		// prevents.

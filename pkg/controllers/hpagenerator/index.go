@@ -17,52 +17,8 @@ limitations under the License.
 package hpagenerator
 
 import (
-	"fmt"
-
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 )
-
-// scaleTargetIndex indexes HPAs by what they scale, so that finding the HPAs
-// that target a LeaderWorkerSet is a lookup, not a scan of every HPA.
-const scaleTargetIndex = "hpagenerator.scaleplane.io/scale-target"
-
-// scaleTargetKey is the index value of a scale target:
-// namespace/group/Kind/name. The version is left out on purpose: two
-// versions of a group name the same object.
-func scaleTargetKey(namespace, group, kind, name string) string {
-	return namespace + "/" + group + "/" + kind + "/" + name
-}
-
-// scaleTargetIndexFunc indexes an HPA under its scale target. An HPA whose
-// apiVersion does not parse targets nothing (the HPA controller cannot scale
-// it either).
-func scaleTargetIndexFunc(obj any) ([]string, error) {
-	hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-	if !ok {
-		return nil, nil
-	}
-	ref := hpa.Spec.ScaleTargetRef
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return nil, nil
-	}
-	return []string{scaleTargetKey(hpa.Namespace, gv.Group, ref.Kind, ref.Name)}, nil
-}
-
-// addScaleTargetIndex adds the index to the shared HPA informer, once: a
-// second controller built on the same informer (tests, a restarted
-// controller in the same process) reuses it.
-func addScaleTargetIndex(informer cache.SharedIndexInformer) error {
-	if _, ok := informer.GetIndexer().GetIndexers()[scaleTargetIndex]; ok {
-		return nil
-	}
-	if err := informer.AddIndexers(cache.Indexers{scaleTargetIndex: scaleTargetIndexFunc}); err != nil {
-		return fmt.Errorf("adding the scale target index to the HorizontalPodAutoscaler informer: %w", err)
-	}
-	return nil
-}
 
 // lwsTarget returns the name of the LeaderWorkerSet the HPA scales, if it
 // scales one.
