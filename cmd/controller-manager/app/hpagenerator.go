@@ -40,12 +40,11 @@ func newHPAGeneratorControllerDescriptor() *ControllerDescriptor {
 }
 
 func newHPAGeneratorController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
-	return hpagenerator.NewController(
-		ctx,
-		controllerCtx.ScaleplaneInformerFactory.Leaderworkerset().V1().LeaderWorkerSets(),
-		controllerCtx.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers(),
-		controllerCtx.KubeClient,
-		controllerCtx.EventRecorderFor(hpagenerator.Name),
-		controllerCtx.Options.HPAGenerator.ConcurrentSyncs,
-	)
+	return hpagenerator.NewController(ctx, hpagenerator.Config{
+		LeaderWorkerSets: controllerCtx.ScaleplaneInformerFactory.Leaderworkerset().V1().LeaderWorkerSets(),
+		HPAs:             controllerCtx.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers(),
+		KubeClient:       controllerCtx.KubeClient,
+		Recorder:         controllerCtx.EventRecorderFor(hpagenerator.Name),
+		Workers:          controllerCtx.Options.HPAGenerator.ConcurrentSyncs,
+	})
 }

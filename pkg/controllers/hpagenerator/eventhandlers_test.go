@@ -221,7 +221,7 @@ func TestNewControllerTwiceOnOneInformer(t *testing.T) {
 	lwsInformer := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Leaderworkerset().V1().LeaderWorkerSets()
 	hpaInformer := kubeinformers.NewSharedInformerFactory(kube, 0).Autoscaling().V2().HorizontalPodAutoscalers()
 	for i := 0; i < 2; i++ {
-		c, err := NewController(ctx, lwsInformer, hpaInformer, kube, record.NewFakeRecorder(10), 1)
+		c, err := NewController(ctx, Config{LeaderWorkerSets: lwsInformer, HPAs: hpaInformer, KubeClient: kube, Recorder: record.NewFakeRecorder(10), Workers: 1})
 		if err != nil {
 			t.Fatalf("NewController #%d: %v", i+1, err)
 		}

@@ -85,7 +85,7 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 
 	lwsInformer := externalversions.NewSharedInformerFactory(h.client, 0).Leaderworkerset().V1().LeaderWorkerSets()
 	hpaInformer := kubeinformers.NewSharedInformerFactory(h.kube, 0).Autoscaling().V2().HorizontalPodAutoscalers()
-	c, err := NewController(ctx, lwsInformer, hpaInformer, h.kube, h.recorder, 1)
+	c, err := NewController(ctx, Config{LeaderWorkerSets: lwsInformer, HPAs: hpaInformer, KubeClient: h.kube, Recorder: h.recorder, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

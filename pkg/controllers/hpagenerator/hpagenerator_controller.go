@@ -86,28 +86,36 @@ type Controller struct {
 	tolerance  *toleranceSupport
 }
 
+// Config is what the hpa-generator is built from.
+type Config struct {
+	// LeaderWorkerSets and HPAs are the informers it registers its event
+	// handlers on; the HPA informer is shared (the cron-scaler indexes it
+	// too).
+	LeaderWorkerSets lwsinformers.LeaderWorkerSetInformer
+	HPAs             autoscalingv2informers.HorizontalPodAutoscalerInformer
+	// KubeClient writes the HPAs, as field manager scaleplane-hpa-generator.
+	KubeClient kubernetes.Interface
+	Recorder   record.EventRecorder
+	// Workers is the number of LeaderWorkerSets synced at once.
+	Workers int
+}
+
 // NewController builds the hpa-generator: it adds a scale target index to the
 // HPA informer and registers its event handlers on both informers.
-func NewController(
-	ctx context.Context,
-	lwsInformer lwsinformers.LeaderWorkerSetInformer,
-	hpaInformer autoscalingv2informers.HorizontalPodAutoscalerInformer,
-	kubeClient kubernetes.Interface,
-	recorder record.EventRecorder,
-	workers int,
-) (*Controller, error) {
+func NewController(ctx context.Context, cfg Config) (*Controller, error) {
+	lwsInformer, hpaInformer := cfg.LeaderWorkerSets, cfg.HPAs
 	registerMetrics()
 	if err := scaletarget.AddIndex(hpaInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("indexing HorizontalPodAutoscalers: %w", err)
 	}
 	c := &Controller{
-		kubeClient: kubeClient,
+		kubeClient: cfg.KubeClient,
 		lwsLister:  lwsInformer.Lister(),
 		hpaLister:  hpaInformer.Lister(),
 		hpaIndexer: hpaInformer.Informer().GetIndexer(),
 		synced:     []cache.InformerSynced{lwsInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced},
-		recorder:   recorder,
-		workers:    workers,
+		recorder:   cfg.Recorder,
+		workers:    cfg.Workers,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "hpa_generator"},
