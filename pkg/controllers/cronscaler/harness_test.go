@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +51,7 @@ import (
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
 
 const ns = "default"
@@ -443,27 +443,14 @@ func touchManagedFields(m *metav1.ObjectMeta, manager, subresource string, at ti
 }
 
 // events drains the recorded events.
-func (h *harness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *harness) events() []string { return testkit.DrainEvents(h.recorder) }
 
 func (h *harness) expectEvent(prefix string) {
 	h.t.Helper()
 	events := h.events()
-	for _, e := range events {
-		if strings.HasPrefix(e, prefix) {
-			return
-		}
+	if _, ok := testkit.FindEvent(events, prefix); !ok {
+		h.t.Errorf("no event starting with %q in %q", prefix, events)
 	}
-	h.t.Errorf("no event starting with %q in %q", prefix, events)
 }
 
 func (h *harness) statusWrites() int {

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,7 +39,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -230,37 +231,18 @@ func (h *harness) expectWrites(verbs ...string) {
 }
 
 // events drains the recorded events.
-func (h *harness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *harness) events() []string { return testkit.DrainEvents(h.recorder) }
 
 // expectEvent checks that an event starts with prefix and contains every
 // one of parts, and returns it.
 func (h *harness) expectEvent(prefix string, parts ...string) string {
 	h.t.Helper()
 	events := h.events()
-	for _, e := range events {
-		if !strings.HasPrefix(e, prefix) {
-			continue
-		}
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(e, p)
-		}
-		if ok {
-			return e
-		}
+	e, ok := testkit.FindEvent(events, prefix, parts...)
+	if !ok {
+		h.t.Errorf("no event starting with %q containing %q in %q", prefix, parts, events)
 	}
-	h.t.Errorf("no event starting with %q containing %q in %q", prefix, parts, events)
-	return ""
+	return e
 }
 
 func (h *harness) expectNoEvents() {
@@ -517,37 +499,16 @@ func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s)
 // /metrics serves.
 func counterValue(t *testing.T, name, label, value string) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := testkit.MetricValue(t, name, map[string]string{label: value})
+	return v
 }
 
 // gaugeValue reads an unlabelled gauge from the registry /metrics serves.
 func gaugeValue(t *testing.T, name string) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testkit.MetricValue(t, name, nil)
+	if !ok {
+		t.Fatalf("no gauge %s", name)
 	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	return v
 }
