@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -98,6 +99,7 @@ func newCommand(o *options.Options, descriptors map[string]*ControllerDescriptor
 func Run(ctx context.Context, o *options.Options, descriptors map[string]*ControllerDescriptor) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting "+options.ControllerManagerName, "version", version.Get().String())
+	go watchMemory(ctx, cgroupMemoryLimitFiles, 30*time.Second)
 
 	cfg, err := clientcmd.BuildConfigFromFlags(o.Generic.Master, o.Generic.Kubeconfig)
 	if err != nil {
