@@ -46,6 +46,8 @@ import (
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+
+	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
 
 const (
@@ -235,17 +237,7 @@ func containerOf(t *testing.T, tmpl *corev1.PodTemplateSpec) *corev1.Container {
 }
 
 // events drains the recorded events.
-func (h *harness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *harness) events() []string { return testkit.DrainEvents(h.recorder) }
 
 // expectEvents checks the drained events start with the prefixes, in order.
 func (h *harness) expectEvents(prefixes ...string) []string {

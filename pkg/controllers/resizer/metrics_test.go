@@ -20,35 +20,15 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
 
 // metricValue reads a series from the registry /metrics serves; ok is
 // false when there is no such series.
 func metricValue(t *testing.T, name string, labels map[string]string) (value float64, ok bool) {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue series
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
+	return testkit.MetricValue(t, name, labels)
 }
 
 func TestMetrics(t *testing.T) {
