@@ -41,19 +41,18 @@ func newResizerControllerDescriptor() *ControllerDescriptor {
 
 func newResizerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
 	apps := controllerCtx.InformerFactory.Apps().V1()
-	return resizer.NewController(
-		ctx,
-		controllerCtx.ScaleplaneInformerFactory.Scaleplane().V1alpha1().AddonResizers(),
-		apps.Deployments(),
-		apps.StatefulSets(),
-		apps.DaemonSets(),
-		controllerCtx.Client,
-		controllerCtx.KubeClient,
-		controllerCtx.MetadataClient,
-		controllerCtx.MetricsClient,
-		controllerCtx.EventRecorderFor(resizer.Name),
-		controllerCtx.Clock,
-		controllerCtx.Options.Resizer.ConcurrentSyncs,
-		controllerCtx.Options.Resizer.MetricsInterval,
-	)
+	return resizer.NewController(ctx, resizer.Config{
+		AddonResizers:   controllerCtx.ScaleplaneInformerFactory.Scaleplane().V1alpha1().AddonResizers(),
+		Deployments:     apps.Deployments(),
+		StatefulSets:    apps.StatefulSets(),
+		DaemonSets:      apps.DaemonSets(),
+		Client:          controllerCtx.Client,
+		KubeClient:      controllerCtx.KubeClient,
+		Metadata:        controllerCtx.MetadataClient,
+		Metrics:         controllerCtx.MetricsClient,
+		Recorder:        controllerCtx.EventRecorderFor(resizer.Name),
+		Clock:           controllerCtx.Clock,
+		Workers:         controllerCtx.Options.Resizer.ConcurrentSyncs,
+		MetricsInterval: controllerCtx.Options.Resizer.MetricsInterval,
+	})
 }

@@ -135,9 +135,11 @@ func TestRun(t *testing.T) {
 	factory := externalversions.NewSharedInformerFactory(client, 0)
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	apps := kubeFactory.Apps().V1()
-	c, err := NewController(ctx, factory.Scaleplane().V1alpha1().AddonResizers(), apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(),
-		client, kube, metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), metricsfake.NewSimpleClientset(),
-		record.NewFakeRecorder(100), clk, 2, testInterval)
+	c, err := NewController(ctx, Config{
+		AddonResizers: factory.Scaleplane().V1alpha1().AddonResizers(), Deployments: apps.Deployments(), StatefulSets: apps.StatefulSets(), DaemonSets: apps.DaemonSets(),
+		Client: client, KubeClient: kube, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), Metrics: metricsfake.NewSimpleClientset(),
+		Recorder: record.NewFakeRecorder(100), Clock: clk, Workers: 2, MetricsInterval: testInterval,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

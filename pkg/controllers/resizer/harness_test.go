@@ -110,9 +110,11 @@ func (h *harness) newController() {
 	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
 	arInformer := factory.Scaleplane().V1alpha1().AddonResizers()
 	apps := kubeFactory.Apps().V1()
-	c, err := NewController(h.ctx, arInformer, apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(),
-		h.client, h.kube, metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), h.metrics,
-		h.recorder, h.clock, 1, testInterval)
+	c, err := NewController(h.ctx, Config{
+		AddonResizers: arInformer, Deployments: apps.Deployments(), StatefulSets: apps.StatefulSets(), DaemonSets: apps.DaemonSets(),
+		Client: h.client, KubeClient: h.kube, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), Metrics: h.metrics,
+		Recorder: h.recorder, Clock: h.clock, Workers: 1, MetricsInterval: testInterval,
+	})
 	if err != nil {
 		h.t.Fatal(err)
 	}

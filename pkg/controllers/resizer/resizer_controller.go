@@ -104,26 +104,37 @@ type Controller struct {
 	patched      *patchedGenerations
 }
 
+// Config is what the resizer is built from.
+type Config struct {
+	// AddonResizers, Deployments, StatefulSets and DaemonSets are shared
+	// informers it registers its indexes and event handlers on.
+	AddonResizers informers.AddonResizerInformer
+	Deployments   appsinformers.DeploymentInformer
+	StatefulSets  appsinformers.StatefulSetInformer
+	DaemonSets    appsinformers.DaemonSetInformer
+	// Client writes AddonResizer status; KubeClient patches the targets
+	// (field manager scaleplane-resizer) and lists nodes and pods;
+	// Metadata counts them as metadata; Metrics reads the metrics API.
+	Client     versioned.Interface
+	KubeClient kubernetes.Interface
+	Metadata   metadata.Interface
+	Metrics    metricsclientset.Interface
+	Recorder   record.EventRecorder
+	Clock      clock.WithTicker
+	// Workers is the number of AddonResizers synced at once.
+	Workers int
+	// MetricsInterval is how often source Metrics reads the metrics API;
+	// zero is the default.
+	MetricsInterval time.Duration
+}
+
 // NewController builds the resizer and registers its indexes and event
 // handlers on the shared informers: AddonResizers, and the Deployments,
 // StatefulSets and DaemonSets they target. The node and pod informers are
 // the resizer's own, started when an AddonResizer first needs them.
-// metricsInterval is how often source Metrics reads the metrics API.
-func NewController(
-	ctx context.Context,
-	arInformer informers.AddonResizerInformer,
-	deployInformer appsinformers.DeploymentInformer,
-	stsInformer appsinformers.StatefulSetInformer,
-	dsInformer appsinformers.DaemonSetInformer,
-	client versioned.Interface,
-	kubeClient kubernetes.Interface,
-	metadataClient metadata.Interface,
-	metricsClient metricsclientset.Interface,
-	recorder record.EventRecorder,
-	clk clock.WithTicker,
-	workers int,
-	metricsInterval time.Duration,
-) (*Controller, error) {
+func NewController(ctx context.Context, cfg Config) (*Controller, error) {
+	arInformer, deployInformer, stsInformer, dsInformer := cfg.AddonResizers, cfg.Deployments, cfg.StatefulSets, cfg.DaemonSets
+	client, kubeClient, clk, metricsInterval := cfg.Client, cfg.KubeClient, cfg.Clock, cfg.MetricsInterval
 	registerMetrics()
 	if metricsInterval <= 0 {
 		metricsInterval = defaultMetricsInterval
@@ -142,18 +153,18 @@ func NewController(
 			stsInformer.Informer().HasSynced,
 			dsInformer.Informer().HasSynced,
 		},
-		recorder: recorder,
+		recorder: cfg.Recorder,
 		clock:    clk,
-		workers:  workers,
+		workers:  cfg.Workers,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name, Clock: clk},
 		),
-		metrics:      newMetricsSource(metricsClient, clk, metricsInterval),
+		metrics:      newMetricsSource(cfg.Metrics, clk, metricsInterval),
 		statusWrites: newStatusWrites(),
 		patched:      newPatchedGenerations(),
 	}
-	c.counts = newAPIServerCounts(kubeClient, metadataClient,
+	c.counts = newAPIServerCounts(kubeClient, cfg.Metadata,
 		func() { c.enqueueBySize(scaleplanev1alpha1.ContainerProportional, scaleplanev1alpha1.SourceAPIServer) },
 		func() { c.enqueueBySize(scaleplanev1alpha1.NodeProportional, scaleplanev1alpha1.SourceAPIServer) },
 	)
