@@ -26,6 +26,7 @@ import (
 	"testing"
 
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
+	"github.com/scaleplane/scaleplane/pkg/workloop"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -511,4 +512,16 @@ func gaugeValue(t *testing.T, name string) float64 {
 		t.Fatalf("no gauge %s", name)
 	}
 	return v
+}
+
+// processNextWorkItem syncs one key from the queue as a worker of Run does.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	return workloop.ProcessNext(ctx, c.queue, Name, c.syncKey)
+}
+
+// syncRecovered runs the sync a worker runs, with a panic turned into an
+// error, and returns its error.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) error {
+	_, err := workloop.Recovered(c.syncKey)(ctx, key)
+	return err
 }

@@ -154,21 +154,10 @@ func (c *Controller) Run(ctx context.Context) {
 	workloop.Run(ctx, c.queue, c.workers, Name, c.syncKey)
 }
 
-// processNextWorkItem syncs one key from the queue; see workloop.ProcessNext.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	return workloop.ProcessNext(ctx, c.queue, Name, c.syncKey)
-}
-
 // syncKey is sync in the work loop's terms: nothing is requeued after a
 // delay, only on events or, after an error, with backoff.
 func (c *Controller) syncKey(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
 	return 0, c.sync(ctx, key)
-}
-
-// syncRecovered runs sync with a panic turned into an error.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) error {
-	_, err := workloop.Recovered(c.syncKey)(ctx, key)
-	return err
 }
 
 // sync brings the HPA of one LeaderWorkerSet in line with its scale policy.

@@ -46,6 +46,7 @@ import (
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+	"github.com/scaleplane/scaleplane/pkg/workloop"
 
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
@@ -489,4 +490,10 @@ func (h *harness) addMetrics(obj runtime.Object) {
 	case *metricsv1beta1.PodMetrics:
 		h.check(h.metrics.Tracker().Create(gv.WithResource("pods"), o, o.Namespace))
 	}
+}
+
+// syncRecovered runs the sync a worker runs, with a panic turned into an
+// error.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	return workloop.Recovered(c.sync)(ctx, key)
 }

@@ -194,11 +194,6 @@ func (c *Controller) Run(ctx context.Context) {
 	workloop.Run(ctx, c.queue, c.workers, Name, c.sync)
 }
 
-// syncRecovered runs sync with a panic turned into an error.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
-	return workloop.Recovered(c.sync)(ctx, key)
-}
-
 // result is what reconcile decided: the outcome for the decisions metric,
 // when to sync again, and an error to retry with backoff.
 type result struct {
