@@ -276,7 +276,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 	}
 
 	checkHPAGenerator(t, cp, ns)
-	checkFinalizersOnly(t, saConfig, ns)
+	checkLeaderWorkerSetAccess(t, saConfig, ns)
 	checkResizer(t, cp, ns, dep)
 
 	// Nothing the controllers tried was refused: every informer listed and
@@ -328,19 +328,22 @@ func checkHPAGenerator(t *testing.T, cp *framework.ControlPlane, ns string) {
 	}
 }
 
-// checkFinalizersOnly: the hpa-generator may update the finalizers of
-// LeaderWorkerSets (for blockOwnerDeletion), and nothing else of them.
-func checkFinalizersOnly(t *testing.T, saConfig *rest.Config, ns string) {
+// checkLeaderWorkerSetAccess: what the service account may do to
+// LeaderWorkerSets is what the controllers need and no more. The
+// hpa-generator reads them and updates their finalizers (for
+// blockOwnerDeletion); the cron-scaler updates them, for the bounds of their
+// scalePolicy (RBAC cannot narrow an update to fields). Neither may create
+// or delete one.
+func checkLeaderWorkerSetAccess(t *testing.T, saConfig *rest.Config, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	client := versioned.NewForConfigOrDie(saConfig)
-	lws, err := client.LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, "llm", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the LeaderWorkerSet as the service account: %v", err)
+	client := versioned.NewForConfigOrDie(saConfig).LeaderworkersetV1().LeaderWorkerSets(ns)
+	if err := client.Delete(ctx, "llm", metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("deleting a LeaderWorkerSet as the service account: got %v, want forbidden", err)
 	}
-	lws.Spec.Replicas = ptr.To[int32](5)
-	if _, err := client.LeaderworkersetV1().LeaderWorkerSets(ns).Update(ctx, lws, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
-		t.Errorf("updating a LeaderWorkerSet as the service account: got %v, want forbidden", err)
+	lws := &lwsv1.LeaderWorkerSet{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns}}
+	if _, err := client.Create(ctx, lws, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("creating a LeaderWorkerSet as the service account: got %v, want forbidden", err)
 	}
 }
 
