@@ -81,9 +81,12 @@ type AddonResizerSpec struct {
 	// +optional
 	ScalingMode ScalingMode `json:"scalingMode,omitempty"`
 
-	// Source tells where the cluster size is read: from the API server's
-	// objects (APIServer) or from the metrics API, metrics.k8s.io (Metrics).
-	// Defaults to APIServer.
+	// Source tells where the container count is read: from the API server's
+	// Pod objects (APIServer) or from the metrics API's PodMetrics,
+	// metrics.k8s.io (Metrics; a pod missing from one read counts from the
+	// read before). Nodes are always counted from the API server's Node
+	// objects, also with Metrics, as Addon Resizer 1.8's --use-metrics did:
+	// NodeMetrics lose a node for every missed scrape. Defaults to APIServer.
 	// +kubebuilder:default=APIServer
 	// +optional
 	Source SizeSource `json:"source,omitempty"`
