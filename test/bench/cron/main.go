@@ -236,6 +236,14 @@ func run(cfg config) error {
 	for _, at := range <-limitSeen {
 		limitWatched = max(limitWatched, at.Sub(limitStart))
 	}
+	// The limit for the status writes, measured the same way: a bare
+	// client writes the same N statuses as the controller does (a PUT of
+	// the status subresource of each object as listed, the planned time
+	// moved by a day, so each is a real write), 64 in flight.
+	statusLimit, err := measureStatusLimit(ctx, cp, cfg)
+	if err != nil {
+		return err
+	}
 	skews := make([]time.Duration, 0, len(seen))
 	for _, at := range seen {
 		skews = append(skews, at.Sub(slot))
@@ -257,6 +265,10 @@ func run(cfg config) error {
 		cfg.limitConc, cfg.n, limit.Round(time.Millisecond), float64(cfg.n)/limit.Seconds(), limitWatched.Round(time.Millisecond))
 	fmt.Printf("ratio of the time to the last target (seen by the watch) to the limit: %.2f to the limit's last response, %.2f to the last of its patches the watch saw\n",
 		allApplied.Sub(slot).Seconds()/limit.Seconds(), allApplied.Sub(slot).Seconds()/limitWatched.Seconds())
+	statusPhase := allRecorded.Sub(allApplied)
+	fmt.Printf("status writes: the last %s after the last target; a bare client writes the same %d statuses (%d in flight) in %s (%.0f/s); ratio %.2f\n",
+		statusPhase.Round(time.Millisecond), cfg.n, cfg.limitConc, statusLimit.Round(time.Millisecond), float64(cfg.n)/statusLimit.Seconds(),
+		statusPhase.Seconds()/statusLimit.Seconds())
 	fmt.Printf("writes during the burst, per firing:\n")
 	total := 0.0
 	for _, k := range sortedKeys(writes1) {
@@ -273,6 +285,35 @@ func run(cfg config) error {
 		idleCPU*100, idleWindow.Round(time.Second), burstCPU1-burstCPU0, allRecorded.Sub(slot).Round(time.Millisecond),
 		(burstCPU1-burstCPU0)/allRecorded.Sub(slot).Seconds()*100)
 	return nil
+}
+
+// measureStatusLimit is the time a bare client (no rate limit, a connection
+// of its own, cfg.limitConc in flight) takes to write the statuses of every
+// CronFederatedHPA once, as the controller writes them: a PUT of the status
+// subresource of the object as listed.
+func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg config) (time.Duration, error) {
+	limitCfg := cp.Config()
+	limitCfg.QPS, limitCfg.Burst = -1, 0
+	limitCfg.Dial = (&net.Dialer{}).DialContext
+	client := versioned.NewForConfigOrDie(limitCfg)
+	list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("listing the CronFederatedHPAs for the status limit: %w", err)
+	}
+	start := time.Now()
+	if err := benchutil.Parallel(ctx, len(list.Items), cfg.limitConc, func(i int) error {
+		obj := list.Items[i].DeepCopy()
+		for j := range obj.Status.ExecutionHistories {
+			if next := obj.Status.ExecutionHistories[j].NextExecutionTime; next != nil {
+				next.Time = next.Time.Add(24 * time.Hour)
+			}
+		}
+		_, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("measuring the status limit: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 func deployment(i int) *appsv1.Deployment {
