@@ -205,16 +205,6 @@ func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	return cached, false
 }
 
-// readRV returns the resourceVersion of the status kept in written.
-func (m *memory) readRV(key cache.ObjectName, uid types.UID) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if o := m.object(key, uid, false); o != nil {
-		return o.writtenRV
-	}
-	return ""
-}
-
 // writtenStatus returns the status kept in written, if any.
 func (m *memory) writtenStatus(key cache.ObjectName, uid types.UID) (*autoscalingv1alpha1.CronFederatedHPAStatus, bool) {
 	m.mu.Lock()

@@ -49,7 +49,7 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 		return 0, false, err
 	}
 	c.reportOtherWriters(logger, obj)
-	obj, base, err := c.baseOf(ctx, obj)
+	obj, base, fresh, err := c.baseOf(ctx, obj)
 	if err != nil || obj == nil {
 		return 0, false, err
 	}
@@ -64,13 +64,15 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 
 	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
 	plans := c.plan(obj, base, replanAll, replanRules, now)
-	if obj.ResourceVersion == c.memory.readRV(key, obj.UID) || !c.inherits(plans) {
-		// Planned from a read made in this sync, or nothing inherited.
-	} else if live, err := c.readLive(ctx, obj); err != nil {
-		return 0, false, err
-	} else if live != nil {
-		obj, base = live, live.Status.DeepCopy()
-		plans = c.plan(obj, base, replanAll, replanRules, now)
+	if !fresh && c.inherits(plans) {
+		live, err := c.readLive(ctx, obj)
+		if err != nil {
+			return 0, false, err
+		}
+		if live != nil {
+			obj, base = live, live.Status.DeepCopy()
+			plans = c.plan(obj, base, replanAll, replanRules, now)
+		}
 	}
 	wrote := c.fire(ctx, obj, plans, now)
 	record := false
@@ -104,12 +106,13 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 // on the firings' own retry schedule (see retryFiring) instead of the
 // slower backoff of a failed sync, and the status write, made with the
 // cache's older resourceVersion, cannot overwrite anything newer. A nil
-// object means it was deleted.
-func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (*autoscalingv1alpha1.CronFederatedHPA, *autoscalingv1alpha1.CronFederatedHPAStatus, error) {
+// object means it was deleted; fresh says the object was read from the
+// apiserver in this call.
+func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (_ *autoscalingv1alpha1.CronFederatedHPA, _ *autoscalingv1alpha1.CronFederatedHPAStatus, fresh bool, _ error) {
 	key := cache.MetaObjectToName(obj)
 	base, stale := c.memory.base(key, obj)
 	if !stale {
-		return obj, base, nil
+		return obj, base, false, nil
 	}
 	logger := klog.FromContext(ctx)
 	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
@@ -117,21 +120,21 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 	case apierrors.IsNotFound(err):
 		c.memory.forget(key)
 		c.deferred.forget(key)
-		return nil, nil, nil
+		return nil, nil, false, nil
 	case err == nil && live.UID != obj.UID:
 		// Re-created meanwhile: the cache will show the new object.
-		return nil, nil, fmt.Errorf("%s was re-created since the cache saw it, will retry", klog.KObj(obj))
+		return nil, nil, false, fmt.Errorf("%s was re-created since the cache saw it, will retry", klog.KObj(obj))
 	case err == nil:
 		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
 		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
-		return live, live.Status.DeepCopy(), nil
+		return live, live.Status.DeepCopy(), true, nil
 	case isUnreachable(err):
 		if written, ok := c.memory.writtenStatus(key, obj.UID); ok {
 			logger.V(4).Info("The cache is behind the last status write and the apiserver gives no answer; planning from the status last written", "err", err)
-			return obj, written, nil
+			return obj, written, false, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+	return nil, nil, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
 }
 
 // inherits says whether a firing due now came before this process started:
