@@ -17,9 +17,17 @@ limitations under the License.
 package app
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 )
 
 // The limit is read as cgroup v2 and v1 write it; "max" and v1's huge
@@ -51,5 +59,43 @@ func TestReadCgroupMemoryLimit(t *testing.T) {
 	}
 	if goMemoryInUse() == 0 {
 		t.Error("the Go runtime reports no memory in use")
+	}
+}
+
+// watchMemory: with a container limit, the Go runtime's soft limit becomes
+// 90 % of it, both are exported, and crossing 80 % in use logs a warning.
+func TestWatchMemory(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	previous := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(previous)
+	limitFile := filepath.Join(t.TempDir(), "memory.max")
+	// 1 MiB: less than the Go runtime already holds, so the warning fires.
+	if err := os.WriteFile(limitFile, []byte("1048576\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchMemory(ctx, []string{limitFile}, time.Hour)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logger.GetSink().(ktesting.Underlier).GetBuffer().String(), "memory in use is near the container's limit") {
+		if time.Now().After(deadline) {
+			t.Fatal("no warning logged above 80 % of the limit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := debug.SetMemoryLimit(-1); got != 943718 {
+		t.Errorf("Go soft memory limit = %d; want 90 %% of 1 MiB", got)
+	}
+	if v, _ := testutil.GetGaugeMetricValue(memoryLimit); v != 1048576 {
+		t.Errorf("scaleplane_controller_manager_memory_limit_bytes = %v", v)
+	}
+	if v, _ := testutil.GetGaugeMetricValue(memoryUse); v < 0.8 {
+		t.Errorf("scaleplane_controller_manager_memory_limit_ratio = %v; want above 0.8", v)
 	}
 }
