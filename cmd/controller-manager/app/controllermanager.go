@@ -129,7 +129,7 @@ func Run(ctx context.Context, o *options.Options, descriptors map[string]*Contro
 	if o.Generic.Port != 0 {
 		go func() {
 			defer utilruntime.HandleCrash()
-			serverErr <- serveHealthAndMetrics(ctx, o.Generic.BindAddress, o.Generic.Port, checks)
+			serverErr <- serveHealthAndMetrics(ctx, o.Generic.BindAddress, o.Generic.Port, o.Generic.Profiling, checks)
 		}()
 	}
 

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,14 +195,11 @@ func (h *healthChecks) respond(w http.ResponseWriter, r *http.Request, failed bo
 	fmt.Fprint(w, "ok")
 }
 
-// serveHealthAndMetrics serves /healthz, /readyz and /metrics until ctx ends.
-func serveHealthAndMetrics(ctx context.Context, address string, port int, checks *healthChecks) error {
+// serveHealthAndMetrics serves /healthz, /readyz and /metrics, and with
+// profiling /debug/pprof/, until ctx ends.
+func serveHealthAndMetrics(ctx context.Context, address string, port int, profiling bool, checks *healthChecks) error {
 	logger := klog.FromContext(ctx)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", checks.healthz)
-	mux.HandleFunc("/healthz/", checks.healthz)
-	mux.HandleFunc("/readyz", checks.readyz)
-	mux.Handle("/metrics", legacyregistry.Handler())
+	mux := newServeMux(checks, profiling)
 	server := &http.Server{
 		Addr:              net.JoinHostPort(address, strconv.Itoa(port)),
 		Handler:           mux,
@@ -222,4 +220,24 @@ func serveHealthAndMetrics(ctx context.Context, address string, port int, checks
 		return fmt.Errorf("serving /healthz and /metrics: %w", err)
 	}
 	return nil
+}
+
+// newServeMux routes the health checks, the metrics and, with profiling, Go's
+// profiles.
+func newServeMux(checks *healthChecks, profiling bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", checks.healthz)
+	mux.HandleFunc("/healthz/", checks.healthz)
+	mux.HandleFunc("/readyz", checks.readyz)
+	mux.Handle("/metrics", legacyregistry.Handler())
+	if profiling {
+		// What net/http/pprof registers on http.DefaultServeMux, on this mux
+		// instead.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }

@@ -177,3 +177,22 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestProfilingIsOptIn: /debug/pprof/ is served only with --profiling, and
+// the health checks and metrics either way.
+func TestProfilingIsOptIn(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		mux := newServeMux(newHealthChecks(), profiling)
+		for path, want := range map[string]int{
+			"/debug/pprof/":     map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[profiling],
+			"/debug/pprof/heap": map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[profiling],
+			"/metrics":          http.StatusOK,
+			"/healthz":          http.StatusOK,
+		} {
+			code, _ := get(t, mux.ServeHTTP, path)
+			if code != want {
+				t.Errorf("profiling=%v: GET %s = %d, want %d", profiling, path, code, want)
+			}
+		}
+	}
+}

@@ -46,6 +46,10 @@ type GenericOptions struct {
 	// port 0 turns the server off.
 	BindAddress string
 	Port        int
+	// Profiling adds Go's /debug/pprof/ handlers to that server. Off by
+	// default: they are not authenticated, and a profile shows the
+	// process's memory (object names, for one).
+	Profiling bool
 }
 
 // NewGenericOptions returns the generic options with their defaults.
@@ -68,6 +72,7 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, allControllers, disabledByD
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, controllersHelp(allControllers, disabledByDefault, aliases))
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "The IP address on which to serve /healthz, /readyz and /metrics.")
 	fs.IntVar(&o.Port, "port", o.Port, "The port on which to serve /healthz, /readyz and /metrics. 0 disables the server.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles on /debug/pprof/ next to /metrics. Unauthenticated: enable it only with --bind-address=127.0.0.1 or where the port is not reachable by others.")
 }
 
 func controllersHelp(allControllers, disabledByDefault []string, aliases map[string]string) string {
