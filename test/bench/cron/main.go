@@ -71,6 +71,7 @@ type config struct {
 	idle       time.Duration
 	creators   int
 	limitConc  int
+	profileDir string
 }
 
 func main() {
@@ -82,6 +83,7 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
 	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
 	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
+	flag.StringVar(&cfg.profileDir, "profile", "", "a directory to save the controller manager's heap profiles (idle, last target, all statuses) and a CPU profile of the burst in; passes --profiling")
 	flag.Parse()
 	cfg.managerArg = strings.Fields(extra)
 	if err := run(cfg); err != nil {
@@ -143,12 +145,19 @@ func run(cfg config) error {
 	}
 	args := append([]string{"--kubeconfig=" + cp.KubeconfigPath(), "--controllers=cron-scaler", "--leader-elect=false",
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(metricsPort)}, cfg.managerArg...)
+	if cfg.profileDir != "" {
+		args = append(args, "--profiling")
+	}
 	manager, err := framework.StartProcess(cp.Dir(), "controller-manager", bin, args)
 	if err != nil {
 		return err
 	}
 	defer manager.Stop(10 * time.Second)
 	benchutil.Logf("controller manager pid %d, log %s, args %v", manager.Pid(), manager.LogPath(), args)
+	prof, err := newProfiler(cfg.profileDir, metricsPort)
+	if err != nil {
+		return err
+	}
 
 	// The slot: a minute boundary far enough ahead for creating the
 	// CronFederatedHPAs and the controller's first sight of each (one status
@@ -157,6 +166,11 @@ func run(cfg config) error {
 	slot := time.Now().Add(setup).Truncate(time.Minute).Add(time.Minute)
 	schedule := fmt.Sprintf("%d %d * * *", slot.UTC().Minute(), slot.UTC().Hour())
 	benchutil.Logf("all rules fire at %s (schedule %q, UTC)", slot.UTC().Format(time.RFC3339), schedule)
+
+	// The baseline: the controller up, its caches synced, no
+	// CronFederatedHPA yet.
+	time.Sleep(5 * time.Second)
+	baseKiB, _ := benchutil.MemKiB(manager.Pid(), "VmRSS")
 
 	start = time.Now()
 	if err := benchutil.Parallel(ctx, cfg.n, cfg.creators, func(i int) error {
@@ -182,7 +196,9 @@ func run(cfg config) error {
 	time.Sleep(idleWindow)
 	cpu1, _ := benchutil.CPUSeconds(manager.Pid())
 	idleRSS, _ := procStatus(manager.Pid(), "VmRSS")
+	idleKiB, _ := benchutil.MemKiB(manager.Pid(), "VmRSS")
 	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
+	prof.heap(ctx, "idle")
 
 	applied, err := watchApplied(ctx, watchKube, cfg.n, 2)
 	if err != nil {
@@ -193,15 +209,19 @@ func run(cfg config) error {
 		return err
 	}
 	time.Sleep(time.Until(slot))
+	prof.startCPU(ctx, time.Duration(cfg.n)*time.Second/200+5*time.Second)
 	loadAtSlot := benchutil.LoadAvg()
 	burstCPU0, _ := benchutil.CPUSeconds(manager.Pid())
 	seen := <-applied
 	allApplied := time.Now()
+	prof.heap(ctx, "last-target")
 	if err := waitRecorded(ctx, client, cfg.n, slot); err != nil {
 		return err
 	}
 	allRecorded := time.Now()
 	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
+	prof.heap(ctx, "all-statuses")
+	prof.wait()
 	// Events are written asynchronously; let them land before counting.
 	time.Sleep(5 * time.Second)
 	writes1, err := apiserverWrites(ctx, kube)
@@ -280,7 +300,8 @@ func run(cfg config) error {
 		fmt.Printf("  %-45s %8.0f  %.2f/firing\n", k, d, d/float64(cfg.n))
 	}
 	fmt.Printf("  %-45s %8.0f  %.2f/firing\n", "total", total, total/float64(cfg.n))
-	fmt.Printf("controller RSS: idle %s, after the burst %s, peak %s\n", idleRSS, burstRSS, peakRSS)
+	fmt.Printf("controller RSS: idle %s, after the burst %s, peak %s; before the first CronFederatedHPA %s, so %.0f bytes per object idle\n",
+		idleRSS, burstRSS, peakRSS, benchutil.MiB(baseKiB), float64(idleKiB-baseKiB)*1024/float64(cfg.n))
 	fmt.Printf("controller CPU: idle %.2f%% of one core (over %s); burst %.2f CPU-seconds over %s (%.0f%% of one core)\n",
 		idleCPU*100, idleWindow.Round(time.Second), burstCPU1-burstCPU0, allRecorded.Sub(slot).Round(time.Millisecond),
 		(burstCPU1-burstCPU0)/allRecorded.Sub(slot).Seconds()*100)
