@@ -33,7 +33,7 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 	if !ok {
 		return
 	}
-	c.counts.set(cache.MetaObjectToName(cron), len(cron.Spec.Rules))
+	c.counts.add(len(cron.Spec.Rules))
 	c.queue.Add(cache.MetaObjectToName(cron))
 }
 
@@ -56,7 +56,7 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 		return
 	}
 	key := cache.MetaObjectToName(newCron)
-	c.counts.set(key, len(newCron.Spec.Rules))
+	c.counts.update(len(oldCron.Spec.Rules), len(newCron.Spec.Rules))
 	if oldCron.UID == newCron.UID && !sameStatus(oldCron.Status, newCron.Status) {
 		c.writers.saw(key, newCron)
 	}
@@ -104,7 +104,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 		return
 	}
 	key := cache.MetaObjectToName(cron)
-	c.counts.remove(key)
+	c.counts.remove(len(cron.Spec.Rules))
 	c.memory.forget(key)
 	c.deferred.forget(key)
 	c.writers.forget(key)
@@ -114,34 +114,36 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 }
 
 // watchCounts keeps the watched objects and rules gauges up to date from
-// the event handlers, without listing.
+// the event handlers, without listing and without a count per object (at
+// 100,000 objects a map of them is megabytes): the informer hands every
+// handler the object as it last handed it, a deleted one included (in its
+// tombstone), so sums of the differences stay exact.
 type watchCounts struct {
-	mu    sync.Mutex
-	rules map[cache.ObjectName]int
-	total int
+	mu             sync.Mutex
+	objects, rules int
 }
 
 func newWatchCounts() *watchCounts {
-	return &watchCounts{rules: map[cache.ObjectName]int{}}
+	return &watchCounts{}
 }
 
-func (w *watchCounts) set(key cache.ObjectName, rules int) {
+func (w *watchCounts) add(rules int) {
+	w.change(1, rules)
+}
+
+func (w *watchCounts) update(oldRules, newRules int) {
+	w.change(0, newRules-oldRules)
+}
+
+func (w *watchCounts) remove(rules int) {
+	w.change(-1, -rules)
+}
+
+func (w *watchCounts) change(objects, rules int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.total += rules - w.rules[key]
-	w.rules[key] = rules
-	w.publish()
-}
-
-func (w *watchCounts) remove(key cache.ObjectName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.total -= w.rules[key]
-	delete(w.rules, key)
-	w.publish()
-}
-
-func (w *watchCounts) publish() {
-	watchedObjects.Set(float64(len(w.rules)))
-	watchedRules.Set(float64(w.total))
+	w.objects += objects
+	w.rules += rules
+	watchedObjects.Set(float64(w.objects))
+	watchedRules.Set(float64(w.rules))
 }

@@ -68,7 +68,8 @@ type writerLog struct {
 	own []string
 	// seen are status changes the informer showed, not compared yet.
 	seen []seenWrite
-	// reported is when each other writer was last reported.
+	// reported is when each other writer was last reported; nil until one
+	// is.
 	reported map[string]time.Time
 }
 
@@ -84,7 +85,7 @@ func newStatusWriters() *statusWriters {
 func (w *statusWriters) log(key cache.ObjectName) *writerLog {
 	l := w.objects[key]
 	if l == nil {
-		l = &writerLog{reported: map[string]time.Time{}}
+		l = &writerLog{}
 		w.objects[key] = l
 	}
 	return l
@@ -131,6 +132,11 @@ func (w *statusWriters) others(key cache.ObjectName) []string {
 		}
 	}
 	l.seen = nil
+	if len(l.own) == 0 && len(l.reported) == 0 {
+		// Every write compared, no writer to remember: at 100,000 objects
+		// an entry kept per object would be megabytes.
+		delete(w.objects, key)
+	}
 	return out
 }
 
@@ -142,6 +148,9 @@ func (w *statusWriters) shouldReport(key cache.ObjectName, manager string, now t
 	l := w.log(key)
 	if last, ok := l.reported[manager]; ok && now.Sub(last) < foreignReportInterval {
 		return false
+	}
+	if l.reported == nil {
+		l.reported = map[string]time.Time{}
 	}
 	l.reported[manager] = now
 	return true

@@ -100,3 +100,39 @@ func TestAnotherStatusWriterIsReported(t *testing.T) {
 		}
 	})
 }
+
+// Issue 21: once the informer showed the controller's own status write and a
+// sync compared it, nothing is kept for the object (at 100,000 objects an
+// entry each was megabytes); one that saw another writer keeps when it was
+// reported.
+func TestStatusWritersForgetComparedWrites(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)), cron("d", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	for _, name := range []string{"c", "d"} {
+		before := h.get(name)
+		h.syncAt(utc("2024-05-01 07:00:00"), name)
+		h.c.onUpdate(h.ctx, before, h.get(name))
+		h.syncAt(utc("2024-05-01 07:00:01"), name)
+	}
+	if n := h.c.writers.size(); n != 0 {
+		t.Errorf("the writers hold %d objects after their own writes were compared; want 0", n)
+	}
+	if n := h.c.memory.size(); n != 0 {
+		t.Errorf("memory holds %d objects; want 0", n)
+	}
+
+	h.writeStatusAs("karmada-controller-manager", "d", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+		o.Status.ExecutionHistories[0].NextExecutionTime = metaTime(utc("2024-05-03 08:00:00"))
+	})
+	h.syncAt(utc("2024-05-01 07:00:02"), "d")
+	if n := h.c.writers.size(); n != 1 {
+		t.Errorf("the writers hold %d objects after another writer was reported; want 1 (when it was reported)", n)
+	}
+}
+
+// size is the number of objects the writers hold.
+func (w *statusWriters) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.objects)
+}

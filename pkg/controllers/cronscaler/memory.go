@@ -17,6 +17,7 @@ limitations under the License.
 package cronscaler
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -72,10 +73,14 @@ type objectMemory struct {
 	// behind it, until the cache shows it; writtenRV is its resourceVersion.
 	written   *autoscalingv1alpha1.CronFederatedHPAStatus
 	writtenRV string
-	// pending are histories of a sync whose status write failed, by rule.
-	pending map[string]autoscalingv1alpha1.ExecutionHistory
+	// pending are the histories of a sync whose status is not written yet,
+	// one per rule. A slice, not a map by rule: objects have a few rules,
+	// and in a burst every object holds pending histories (a map's buckets
+	// cost a kilobyte each).
+	pending []autoscalingv1alpha1.ExecutionHistory
 	// replanAll and replan are when a change that invalidates the plan of
-	// every rule, or of the named ones, was seen; zero: none.
+	// every rule, or of the named ones, was seen; zero: none. replan and
+	// retries are nil while empty: most objects never need them.
 	replanAll time.Time
 	replan    map[string]time.Time
 	retries   map[string]firingRetry
@@ -116,7 +121,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 		o = nil
 	}
 	if o == nil && create {
-		o = &objectMemory{uid: uid, replan: map[string]time.Time{}, retries: map[string]firingRetry{}}
+		o = &objectMemory{uid: uid}
 		m.objects[key] = o
 	}
 	return o
@@ -146,6 +151,9 @@ func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules
 		o.replanAll = at
 	}
 	for _, r := range rules {
+		if o.replan == nil {
+			o.replan = map[string]time.Time{}
+		}
 		if at.After(o.replan[r]) {
 			o.replan[r] = at
 		}
@@ -163,7 +171,7 @@ func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (time.Time, map
 		return time.Time{}, nil
 	}
 	all, rules := o.replanAll, o.replan
-	o.replanAll, o.replan = time.Time{}, map[string]time.Time{}
+	o.replanAll, o.replan = time.Time{}, nil
 	m.prune(key, o)
 	return all, rules
 }
@@ -182,16 +190,12 @@ func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	case o == nil:
 		return cached, false
 	case len(o.pending) > 0:
-		merged := map[string]bool{}
-		for i := range cached.ExecutionHistories {
-			if h, ok := o.pending[cached.ExecutionHistories[i].RuleName]; ok {
-				cached.ExecutionHistories[i] = *h.DeepCopy()
-				merged[h.RuleName] = true
-			}
-		}
-		for name, h := range o.pending {
-			if !merged[name] {
-				cached.ExecutionHistories = append(cached.ExecutionHistories, *h.DeepCopy())
+		for i := range o.pending {
+			h := o.pending[i].DeepCopy()
+			if j := historyIndex(cached, h.RuleName); j >= 0 {
+				cached.ExecutionHistories[j] = *h
+			} else {
+				cached.ExecutionHistories = append(cached.ExecutionHistories, *h)
 			}
 		}
 		// Kept until a write succeeds (setWritten) or the cache shows them
@@ -243,9 +247,9 @@ func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []aut
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	o.written, o.writtenRV = nil, ""
-	o.pending = make(map[string]autoscalingv1alpha1.ExecutionHistory, len(histories))
+	o.pending = make([]autoscalingv1alpha1.ExecutionHistory, len(histories))
 	for i := range histories {
-		o.pending[histories[i].RuleName] = *histories[i].DeepCopy()
+		histories[i].DeepCopyInto(&o.pending[i])
 	}
 }
 
@@ -261,8 +265,8 @@ func (m *memory) pendingStatus(key cache.ObjectName, obj *autoscalingv1alpha1.Cr
 	}
 	for i := range obj.Spec.Rules {
 		name := obj.Spec.Rules[i].Name
-		if h, found := o.pending[name]; found {
-			status.ExecutionHistories = append(status.ExecutionHistories, *h.DeepCopy())
+		if i := slices.IndexFunc(o.pending, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == name }); i >= 0 {
+			status.ExecutionHistories = append(status.ExecutionHistories, *o.pending[i].DeepCopy())
 		} else if h, found := findHistory(&obj.Status, name); found {
 			status.ExecutionHistories = append(status.ExecutionHistories, h)
 		}
@@ -290,8 +294,8 @@ func (m *memory) pendingRules(key cache.ObjectName) []string {
 	defer m.mu.Unlock()
 	var out []string
 	if o := m.objects[key]; o != nil {
-		for name := range o.pending {
-			out = append(out, name)
+		for i := range o.pending {
+			out = append(out, o.pending[i].RuleName)
 		}
 	}
 	sort.Strings(out)
@@ -332,9 +336,6 @@ func (m *memory) setRetries(key cache.ObjectName, uid types.UID, retries map[str
 		return
 	}
 	o.retries = retries
-	if o.retries == nil {
-		o.retries = map[string]firingRetry{}
-	}
 	m.prune(key, o)
 }
 
@@ -398,4 +399,9 @@ func truncate(t *metav1.Time) *metav1.Time {
 		return nil
 	}
 	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
+}
+
+// historyIndex is the index of the rule's history in status, -1 if none.
+func historyIndex(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) int {
+	return slices.IndexFunc(status.ExecutionHistories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == rule })
 }
