@@ -17,6 +17,10 @@ limitations under the License.
 package cronscaler
 
 import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
@@ -26,26 +30,114 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // stripForCache is the CronFederatedHPA informer's transform: it drops from
 // each cached object what the cron-scaler never reads, which at 100,000
-// objects is much of the cache. Kept: spec, status, and of managedFields
-// each entry's manager, operation, subresource and time (planning reads when
-// the object was last changed, the guard who wrote status last); dropped:
-// the entries' field sets, and kubectl's last-applied copy. Writes stay
-// correct: a status write sends no managedFields (the apiserver keeps its
-// own) and the apiserver takes nothing but status from it.
+// objects is much of the cache (test/bench/README.md has the heap profiles).
+// Kept: spec, status, and of managedFields the newest entry of the object
+// and the newest of its status, each with its manager, operation,
+// subresource and time (planning reads when the object was last changed, the
+// guard who wrote status last); dropped: the other entries, the entries'
+// field sets, and kubectl's last-applied copy. The strings every object
+// repeats (its kind, namespace, the managers, the target's kind) are shared
+// (see interner). Writes stay correct: a status write sends no managedFields
+// (the apiserver keeps its own) and the apiserver takes nothing but status
+// from it.
 func stripForCache(obj any) (any, error) {
 	cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
 	if !ok {
 		// A tombstone of a deleted object passes as it is.
 		return obj, nil
 	}
-	for i := range cron.ManagedFields {
-		cron.ManagedFields[i].FieldsV1 = nil
-	}
+	cron.ManagedFields = newestEntries(cron.ManagedFields)
 	if _, ok := cron.Annotations[lastAppliedAnnotation]; ok {
 		delete(cron.Annotations, lastAppliedAnnotation)
 		if len(cron.Annotations) == 0 {
 			cron.Annotations = nil
 		}
 	}
+	internStrings(cron)
 	return cron, nil
+}
+
+// newestEntries keeps, without field sets, the newest managedFields entry of
+// the object itself and the newest of its status subresource: all that
+// lastSpecChange and statusManager read. Entries of other subresources are
+// dropped (a CronFederatedHPA has none but status).
+func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var object, status *metav1.ManagedFieldsEntry
+	for i := range entries {
+		e := &entries[i]
+		switch e.Subresource {
+		case "":
+			if object == nil || newer(e, object) {
+				object = e
+			}
+		case "status":
+			if status == nil || newer(e, status) {
+				status = e
+			}
+		}
+	}
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range []*metav1.ManagedFieldsEntry{object, status} {
+		if e != nil {
+			kept = append(kept, metav1.ManagedFieldsEntry{
+				Manager: intern(e.Manager), Operation: metav1.ManagedFieldsOperationType(intern(string(e.Operation))),
+				Subresource: intern(e.Subresource), Time: e.Time,
+			})
+		}
+	}
+	return kept
+}
+
+// newer says whether a was written after b; an entry without a time is
+// never newer (the apiserver sets one on every write it tracks).
+func newer(a, b *metav1.ManagedFieldsEntry) bool {
+	return a.Time != nil && (b.Time == nil || a.Time.After(b.Time.Time))
+}
+
+// internStrings shares the strings that repeat across objects.
+func internStrings(cron *autoscalingv1alpha1.CronFederatedHPA) {
+	cron.APIVersion, cron.Kind = intern(cron.APIVersion), intern(cron.Kind)
+	cron.Namespace = intern(cron.Namespace)
+	ref := &cron.Spec.ScaleTargetRef
+	ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
+	for i := range cron.Spec.Rules {
+		r := &cron.Spec.Rules[i]
+		r.Name, r.Schedule = intern(r.Name), intern(r.Schedule)
+		if r.TimeZone != nil {
+			tz := intern(*r.TimeZone)
+			r.TimeZone = &tz
+		}
+	}
+	for i := range cron.Status.ExecutionHistories {
+		h := &cron.Status.ExecutionHistories[i]
+		h.RuleName = intern(h.RuleName)
+	}
+}
+
+// maxInterned bounds the strings shared: the fields interned take few
+// distinct values (kinds, namespaces, managers, schedules, rule names such
+// as "scale-up"), and a cluster where they do not just shares fewer.
+const maxInterned = 4096
+
+// interner holds one copy of each string interned.
+var interner = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// intern returns the shared copy of s, making s the shared copy if there is
+// none yet and room for it.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	interner.Lock()
+	defer interner.Unlock()
+	if shared, ok := interner.m[s]; ok {
+		return shared
+	}
+	if len(interner.m) < maxInterned {
+		interner.m[s] = s
+	}
+	return s
 }

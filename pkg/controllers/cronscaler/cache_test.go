@@ -17,7 +17,9 @@ limitations under the License.
 package cronscaler
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -29,9 +31,19 @@ import (
 func TestStripForCache(t *testing.T) {
 	obj := cron("c", rule("r", "0 8 * * *", 10))
 	at := metav1Time("2024-05-01 07:00:00")
+	earlier, later := metav1Time("2024-05-01 06:00:00"), metav1Time("2024-05-01 07:30:00")
 	obj.ManagedFields = []metav1.ManagedFieldsEntry{{
+		Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, Time: &earlier,
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:scaleTargetRef":{}}}`),
+	}, {
 		Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
 		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:rules":{}}}`),
+	}, {
+		Manager: "karmada-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: &earlier, Subresource: "status",
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`),
+	}, {
+		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &later, Subresource: "status",
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`),
 	}}
 	obj.Annotations = map[string]string{lastAppliedAnnotation: `{"spec":{}}`, "team": "web"}
 	out, err := stripForCache(obj)
@@ -39,9 +51,20 @@ func TestStripForCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*autoscalingv1alpha1.CronFederatedHPA)
-	e := got.ManagedFields[0]
-	if e.FieldsV1 != nil || e.Manager != "kubectl-client-side-apply" || e.Time == nil || !e.Time.Equal(&at) {
-		t.Errorf("managedFields entry %+v; want manager and time kept, field set dropped", e)
+	if len(got.ManagedFields) != 2 {
+		t.Fatalf("managedFields %+v; want the newest entry of the object and the newest of its status", got.ManagedFields)
+	}
+	if e := got.ManagedFields[0]; e.FieldsV1 != nil || e.Manager != "kubectl-client-side-apply" || e.Time == nil || !e.Time.Equal(&at) || e.Subresource != "" {
+		t.Errorf("object entry %+v; want the newest one, manager and time kept, field set dropped", e)
+	}
+	if e := got.ManagedFields[1]; e.FieldsV1 != nil || e.Manager != FieldManager || !e.Time.Equal(&later) || e.Subresource != "status" {
+		t.Errorf("status entry %+v; want the newest one, field set dropped", e)
+	}
+	if at := lastSpecChange(got, metav1Time("2024-05-02 00:00:00").Time); !at.Equal(metav1Time("2024-05-01 07:00:00").Time) {
+		t.Errorf("lastSpecChange of the cached object = %v; want 07:00, as on the whole object", at)
+	}
+	if m := statusManager(got); m != FieldManager {
+		t.Errorf("statusManager of the cached object = %q; want %q, as on the whole object", m, FieldManager)
 	}
 	if _, ok := got.Annotations[lastAppliedAnnotation]; ok || got.Annotations["team"] != "web" {
 		t.Errorf("annotations %v; want the last-applied copy dropped, the rest kept", got.Annotations)
@@ -52,5 +75,31 @@ func TestStripForCache(t *testing.T) {
 	tombstone := cache.DeletedFinalStateUnknown{Key: "default/c"}
 	if out, err := stripForCache(tombstone); err != nil || out != tombstone {
 		t.Errorf("a tombstone came out as %v, %v", out, err)
+	}
+}
+
+// Strings every object repeats are stored once, whichever object they came
+// from.
+func TestStripForCacheSharesRepeatedStrings(t *testing.T) {
+	decode := func(name string) *autoscalingv1alpha1.CronFederatedHPA {
+		// As decoded from the apiserver: each object's strings apart.
+		obj := cron(name, rule("r", "0 8 * * *", 10))
+		obj.Namespace = strings.Clone("team-a")
+		obj.Spec.ScaleTargetRef.Kind = strings.Clone("Deployment")
+		out, err := stripForCache(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*autoscalingv1alpha1.CronFederatedHPA)
+	}
+	a, b := decode("a"), decode("b")
+	if unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {
+		t.Error("two cached objects hold their namespace apart")
+	}
+	if unsafe.StringData(a.Spec.ScaleTargetRef.Kind) != unsafe.StringData(b.Spec.ScaleTargetRef.Kind) {
+		t.Error("two cached objects hold their target's kind apart")
+	}
+	if a.Namespace != "team-a" || a.Spec.ScaleTargetRef.Kind != "Deployment" || a.Name != "a" || b.Name != "b" {
+		t.Errorf("values changed: %q %q %q %q", a.Namespace, a.Spec.ScaleTargetRef.Kind, a.Name, b.Name)
 	}
 }
