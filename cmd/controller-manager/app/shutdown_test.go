@@ -25,14 +25,17 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -40,14 +43,19 @@ import (
 	autoscalingv2client "k8s.io/client-go/kubernetes/typed/autoscaling/v2"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	scalefake "k8s.io/client-go/scale/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
@@ -67,10 +75,14 @@ func TestShutdownFinishesWritesInFlightBeforeReleasingTheLease(t *testing.T) {
 		controller string
 		// write is what the gated write logs once it went through.
 		write string
+		// after is what the controller logs after the write and before the
+		// lease goes: the cron-scaler's status stage records the firing.
+		after []string
 		setup func(g *writeGate) ControllerContext
 	}{
 		{controller: "hpa-generator", write: "HorizontalPodAutoscaler created", setup: hpaGeneratorContext},
 		{controller: "resizer", write: "Deployment patched", setup: resizerContext},
+		{controller: "cron-scaler", write: "Deployment scaled", after: []string{"firing recorded"}, setup: cronScalerContext},
 	} {
 		t.Run(tc.controller, func(t *testing.T) {
 			// The log is kept: it says when the work loop is stopping.
@@ -110,7 +122,8 @@ func TestShutdownFinishesWritesInFlightBeforeReleasingTheLease(t *testing.T) {
 				t.Fatal("runWithLeaderElection did not return")
 			}
 			log.add("manager returned")
-			if got, want := log.list(), []string{tc.write, "lease released", "manager returned"}; !slices.Equal(got, want) {
+			want := append(append([]string{tc.write}, tc.after...), "lease released", "manager returned")
+			if got := log.list(); !slices.Equal(got, want) {
 				t.Errorf("shutdown = %q; want %q", got, want)
 			}
 		})
@@ -239,6 +252,92 @@ func resizerContext(g *writeGate) ControllerContext {
 		},
 	})
 	return fakeControllerContext(gatedDeploymentPatches{Interface: kube, gate: g}, kube, client)
+}
+
+// cronScalerContext: a CronFederatedHPA whose rule is due a second after
+// the controller is built, on a fake clock; the firing scales the Deployment
+// through the gate.
+func cronScalerContext(g *writeGate) ControllerContext {
+	ns := metav1.NamespaceDefault
+	slot := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(slot.Add(-time.Second))
+	kube := kubefake.NewClientset()
+	servedResources(kube, autoscalingv1alpha1.SchemeGroupVersion.WithResource("cronfederatedhpas"))
+	kube.Resources = append(kube.Resources, &metav1.APIResourceList{
+		GroupVersion: "apps/v1",
+		APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment", Namespaced: true}},
+	})
+	client := fake.NewSimpleClientset(&autoscalingv1alpha1.CronFederatedHPA{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, UID: "uid-web", CreationTimestamp: metav1.NewTime(slot.Add(-time.Hour))},
+		Spec: autoscalingv1alpha1.CronFederatedHPASpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Rules: []autoscalingv1alpha1.CronFederatedHPARule{
+				{Name: "morning", Schedule: "0 8 * * *", TargetReplicas: ptr.To[int32](5), TimeZone: ptr.To("UTC")},
+			},
+		},
+	})
+	// The clock runs, faster than the real one, until the firing writes: the
+	// controller's requeue at the slot comes whenever it was made.
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-g.entered:
+				return
+			case <-g.open:
+				return
+			case <-tick.C:
+				clk.Step(50 * time.Millisecond)
+			}
+		}
+	}()
+	// A status write with a successful execution records the firing.
+	client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		obj := action.(clienttesting.UpdateAction).GetObject().(*autoscalingv1alpha1.CronFederatedHPA)
+		for _, h := range obj.Status.ExecutionHistories {
+			if len(h.SuccessfulExecutions) > 0 {
+				g.log.add("firing recorded")
+			}
+		}
+		return false, nil, nil
+	})
+	scales := &scalefake.FakeScaleClient{}
+	scales.AddReactor("patch", "deployments", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}}, nil
+	})
+	controllerCtx := fakeControllerContext(kube, kube, client)
+	controllerCtx.DynamicClient = dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	controllerCtx.Clock = clk
+	controllerCtx.Unbounded = UnboundedClients{KubeClient: kube, Client: client, ScaleClient: gatedScales{ScalesGetter: scales, gate: g}}
+	return controllerCtx
+}
+
+// gatedScales is a scale client whose patches go through the gate.
+type gatedScales struct {
+	scale.ScalesGetter
+	gate *writeGate
+}
+
+func (s gatedScales) Scales(namespace string) scale.ScaleInterface {
+	return gatedScaleInterface{ScaleInterface: s.ScalesGetter.Scales(namespace), gate: s.gate}
+}
+
+type gatedScaleInterface struct {
+	scale.ScaleInterface
+	gate *writeGate
+}
+
+func (s gatedScaleInterface) Patch(ctx context.Context, gvr schema.GroupVersionResource, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*autoscalingv1.Scale, error) {
+	if err := s.gate.pass(ctx); err != nil {
+		return nil, err
+	}
+	scaled, err := s.ScaleInterface.Patch(ctx, gvr, name, pt, data, opts)
+	s.gate.written(err)
+	return scaled, err
 }
 
 // gatedHPACreates is a clientset whose HPA creates go through the gate.
