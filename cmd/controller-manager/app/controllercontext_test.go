@@ -72,7 +72,7 @@ func TestForControllerUserAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"cron-scaler", "hpa-generator", "resizer"} {
+	for _, name := range KnownControllers(NewControllerDescriptors()) {
 		own, err := cc.ForController(name)
 		if err != nil {
 			t.Fatal(err)

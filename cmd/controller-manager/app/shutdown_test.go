@@ -71,19 +71,19 @@ import (
 // write, and one that did not wait for them would release the lease while the
 // write is held.
 func TestShutdownFinishesWritesInFlightBeforeReleasingTheLease(t *testing.T) {
-	for _, tc := range []struct {
-		controller string
-		// write is what the gated write logs once it went through.
-		write string
-		// after is what the controller logs after the write and before the
-		// lease goes: the cron-scaler's status stage records the firing.
-		after []string
-		setup func(g *writeGate) ControllerContext
-	}{
+	cases := []shutdownCase{
 		{controller: "hpa-generator", write: "HorizontalPodAutoscaler created", setup: hpaGeneratorContext},
 		{controller: "resizer", write: "Deployment patched", setup: resizerContext},
 		{controller: "cron-scaler", write: "Deployment scaled", after: []string{"firing recorded"}, setup: cronScalerContext},
-	} {
+	}
+	// Every controller the registry knows has its case: a new one is not
+	// exempt (docs/architecture.md, adding a controller).
+	for _, name := range KnownControllers(NewControllerDescriptors()) {
+		if !slices.ContainsFunc(cases, func(c shutdownCase) bool { return c.controller == name }) {
+			t.Errorf("no case for the registered controller %s", name)
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.controller, func(t *testing.T) {
 			// The log is kept: it says when the work loop is stopping.
 			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
@@ -128,6 +128,17 @@ func TestShutdownFinishesWritesInFlightBeforeReleasingTheLease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shutdownCase is one controller's case: what its setup holds at the gate.
+type shutdownCase struct {
+	controller string
+	// write is what the gated write logs once it went through.
+	write string
+	// after is what the controller logs after the write and before the
+	// lease goes: the cron-scaler's status stage records the firing.
+	after []string
+	setup func(g *writeGate) ControllerContext
 }
 
 // writeGate holds a controller's write until the test opens it, as a slow
