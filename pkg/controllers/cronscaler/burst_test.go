@@ -28,6 +28,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/testutil"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
@@ -348,5 +349,30 @@ func TestDeferredEventsAreBounded(t *testing.T) {
 	d.forget(key)
 	if len(d.events) != 0 {
 		t.Errorf("%d objects held after forget", len(d.events))
+	}
+}
+
+// Issue 21: in a burst, only the Normal events the event rate lets through
+// wait for their status writes; the others are dropped when their firing is
+// applied, not held until then (at 100,000 firings their messages were tens
+// of megabytes).
+func TestBurstHoldsOnlyEventsWithinTheRate(t *testing.T) {
+	const n = 3 * normalEventBurst
+	h := burst(t, n)
+	dropped0, _ := testutil.GetCounterMetricValue(droppedEvents)
+	h.clock.SetTime(utc("2024-05-01 08:00:00.100"))
+	for i := 0; i < n; i++ {
+		if _, record, err := h.c.fireSync(h.ctx, cache.ObjectName{Namespace: ns, Name: fmt.Sprintf("c%d", i)}); err != nil || !record {
+			t.Fatalf("c%d: record %v, err %v; want a status left to write", i, record, err)
+		}
+	}
+	h.c.deferred.mu.Lock()
+	held := len(h.c.deferred.events)
+	h.c.deferred.mu.Unlock()
+	if held != normalEventBurst {
+		t.Errorf("events of %d objects held until their status writes; want %d, the event rate's burst", held, normalEventBurst)
+	}
+	if dropped, _ := testutil.GetCounterMetricValue(droppedEvents); dropped-dropped0 != n-normalEventBurst {
+		t.Errorf("%v events counted as dropped; want %d", dropped-dropped0, n-normalEventBurst)
 	}
 }

@@ -245,8 +245,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reasonScaled,
-			fmt.Sprintf("Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior))
+		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior)
 		firings.WithLabelValues(resultSuccess).Inc()
 	default:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
@@ -257,8 +256,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reasonScaled,
-			fmt.Sprintf("Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t))
+		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
 		firings.WithLabelValues(resultSuccess).Inc()
 	}
 }
@@ -273,6 +271,19 @@ func (c *Controller) inheritedSlot(due []*firing) time.Time {
 		}
 	}
 	return slot
+}
+
+// deferEvent keeps a Normal event until the status that records its firing
+// is written (see deferredEvents), if the controller's event rate allows it
+// now: in a burst of 100,000 firings all but a few thousand would be dropped
+// at the limit anyway, and holding each one's message until then was tens of
+// megabytes.
+func (c *Controller) deferEvent(obj *autoscalingv1alpha1.CronFederatedHPA, reason, messageFmt string, args ...any) {
+	if !c.normalEvents.TryAccept() {
+		droppedEvents.Inc()
+		return
+	}
+	c.deferred.add(cache.MetaObjectToName(obj), obj.UID, reason, fmt.Sprintf(messageFmt, args...))
 }
 
 // normalEventf emits a Normal event if the controller's event rate allows it

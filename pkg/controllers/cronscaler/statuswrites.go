@@ -53,7 +53,8 @@ func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	for _, e := range c.deferred.take(key, obj.UID) {
-		c.normalEventf(obj, e.reason, "%s", e.message)
+		// Within the event rate: counted when deferred (see deferEvent).
+		c.recorder.Eventf(obj, corev1.EventTypeNormal, e.reason, "%s", e.message)
 	}
 	return nil
 }
