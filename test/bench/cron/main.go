@@ -128,6 +128,11 @@ func run(cfg config) error {
 	watchCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	watchCfg.Dial = (&net.Dialer{}).DialContext
 	watchKube := kubernetes.NewForConfigOrDie(watchCfg)
+	// The CronFederatedHPAs' watch: JSON (custom resources have no
+	// protobuf), on a connection of its own too.
+	statusWatchCfg := cp.Config()
+	statusWatchCfg.Dial = (&net.Dialer{}).DialContext
+	watchClient := versioned.NewForConfigOrDie(statusWatchCfg)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -183,7 +188,7 @@ func run(cfg config) error {
 	}
 	benchutil.Logf("created %d CronFederatedHPAs in %s", cfg.n, time.Since(start).Round(time.Millisecond))
 
-	if err := waitPlanned(ctx, client, cfg.n, slot); err != nil {
+	if err := waitPlanned(ctx, watchClient, cfg.n, slot); err != nil {
 		return err
 	}
 	benchutil.Logf("all %d planned for the slot after %s", cfg.n, time.Since(start).Round(time.Millisecond))
@@ -217,10 +222,10 @@ func run(cfg config) error {
 	seen := <-applied
 	allApplied := time.Now()
 	prof.heap(ctx, "last-target")
-	if err := waitRecorded(ctx, client, cfg.n, slot); err != nil {
+	allRecorded, err := waitRecorded(ctx, watchClient, cfg.n, slot)
+	if err != nil {
 		return err
 	}
-	allRecorded := time.Now()
 	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
 	prof.heap(ctx, "all-statuses")
 	prof.wait()
@@ -262,7 +267,7 @@ func run(cfg config) error {
 	// client writes the same N statuses as the controller does (a PUT of
 	// the status subresource of each object as listed, the planned time
 	// moved by a day, so each is a real write), 64 in flight.
-	statusLimit, err := measureStatusLimit(ctx, cp, cfg)
+	statusLimit, err := measureStatusLimit(ctx, cp, cfg, watchClient)
 	if err != nil {
 		return err
 	}
@@ -314,7 +319,12 @@ func run(cfg config) error {
 // of its own, cfg.limitConc in flight) takes to write the statuses of every
 // CronFederatedHPA once, as the controller writes them: a PUT of the status
 // subresource of the object as listed.
-func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg config) (time.Duration, error) {
+func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg config, watchClient versioned.Interface) (time.Duration, error) {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if err := watchStatuses(watchCtx, watchClient); err != nil {
+		return 0, err
+	}
 	limitCfg := cp.Config()
 	limitCfg.QPS, limitCfg.Burst = -1, 0
 	limitCfg.Dial = (&net.Dialer{}).DialContext
@@ -364,43 +374,6 @@ func cron(i int, schedule string) *autoscalingv1alpha1.CronFederatedHPA {
 				Name: "burst", Schedule: schedule, TimeZone: ptr.To("UTC"), TargetReplicas: ptr.To[int32](2),
 			}},
 		},
-	}
-}
-
-// waitPlanned waits until every CronFederatedHPA's status plans the slot.
-func waitPlanned(ctx context.Context, client versioned.Interface, n int, slot time.Time) error {
-	return waitStatus(ctx, client, n, "planned", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
-		return h.NextExecutionTime != nil && h.NextExecutionTime.Time.Equal(slot)
-	}, time.Until(slot))
-}
-
-// waitRecorded waits until every status records the slot as fired.
-func waitRecorded(ctx context.Context, client versioned.Interface, n int, slot time.Time) error {
-	return waitStatus(ctx, client, n, "recorded", func(h *autoscalingv1alpha1.ExecutionHistory) bool {
-		return h.LastScheduleTime != nil && h.LastScheduleTime.Time.Equal(slot) && len(h.SuccessfulExecutions) > 0
-	}, 10*time.Minute)
-}
-
-func waitStatus(ctx context.Context, client versioned.Interface, n int, what string, ok func(*autoscalingv1alpha1.ExecutionHistory) bool, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		done := 0
-		for i := range list.Items {
-			if h := list.Items[i].Status.ExecutionHistories; len(h) > 0 && ok(&h[0]) {
-				done++
-			}
-		}
-		if done == n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d CronFederatedHPAs %s in time", done, n, what)
-		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }
 
