@@ -29,6 +29,7 @@ package hpagenerator
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,71 @@ func waitEvent(t *testing.T, cp *framework.ControlPlane, ns, object, reason, wan
 	}
 }
 
+// waitIdle waits until the generator has finished every sync it was asked
+// for: each key added to its queue has been taken and done. A test that
+// shows the generator did NOT act checks after this, once the syncs that
+// would have acted have run, not after a fixed time. The count of finished
+// syncs is read before the count of adds: equal, nothing was queued or in
+// flight when the first was read, and nothing was added since.
+func waitIdle(t *testing.T, m *framework.Manager) {
+	t.Helper()
+	var done, adds float64
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		var doneOK, addsOK bool
+		var err error
+		if done, doneOK, err = m.Metric("workqueue_work_duration_seconds_count", `name="hpa_generator"`); err != nil {
+			return false, err
+		}
+		if adds, addsOK, err = m.Metric("workqueue_adds_total", `name="hpa_generator"`); err != nil {
+			return false, err
+		}
+		return doneOK && addsOK && done == adds, nil
+	})
+	if err != nil {
+		t.Fatalf("the hpa-generator did not finish its syncs: %v (%v keys added, %v synced)", err, adds, done)
+	}
+}
+
+// queueAdds is how many keys the generator's queue has taken in.
+func queueAdds(t *testing.T, m *framework.Manager) float64 {
+	t.Helper()
+	v, ok, err := m.Metric("workqueue_adds_total", `name="hpa_generator"`)
+	if err != nil || !ok {
+		t.Fatalf("reading the generator's queue adds: found %v, %v", ok, err)
+	}
+	return v
+}
+
+// waitLog waits for a line of the manager's log that holds every one of
+// want.
+func waitLog(t *testing.T, m *framework.Manager, want ...string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		data, err := os.ReadFile(m.LogPath())
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if containsAll(line, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no line with %q in the manager's log: %v", want, err)
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
 func writes(t *testing.T, m *framework.Manager) float64 {
 	t.Helper()
 	v, _, err := m.Metric("hpa_generator_writes_total")
@@ -328,8 +394,9 @@ func TestConflicts(t *testing.T) {
 	taken := createLWS(t, cp, leaderWorkerSet(ns, "taken", policy))
 	waitEvent(t, cp, ns, "taken", "HPAConflict", "taken")
 	before := writes(t, m)
-	// Give the generator time to (wrongly) act, then check nothing changed.
-	time.Sleep(3 * time.Second)
+	// The event says a sync left the HPA alone; once every sync queued by
+	// then has run, nothing may have changed.
+	waitIdle(t, m)
 	got, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "taken", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +427,7 @@ func TestConflicts(t *testing.T) {
 	}
 	createLWS(t, cp, leaderWorkerSet(ns, "second", policy))
 	waitEvent(t, cp, ns, "second", "HPATargetConflict", "hand-made")
-	time.Sleep(2 * time.Second)
+	waitIdle(t, m)
 	if _, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "second", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a second HPA was created for a LeaderWorkerSet that already had one (err %v)", err)
 	}

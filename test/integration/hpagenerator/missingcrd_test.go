@@ -18,6 +18,7 @@ package hpagenerator
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -66,8 +67,12 @@ func TestWaitsForMissingCRD(t *testing.T) {
 	}
 
 	m := framework.StartManager(t, cp.KubeconfigPath(), "hpa-generator,cron-scaler")
-	// Two discovery polls (every 10 s) at least.
-	time.Sleep(25 * time.Second)
+	// The wait is said at the first discovery poll; it must not be said again
+	// at the next two (every 10 s). Each poll asks for the missing group
+	// version and gets a 404, the only 404 this manager's client gets (its
+	// other requests are for what is installed), so three of them are three
+	// polls.
+	waitDiscoveryPolls(t, m, 3)
 	if m.Exited() {
 		t.Fatalf("the manager exited without the CRD:\n%s", m.Tail(50))
 	}
@@ -99,4 +104,29 @@ func TestWaitsForMissingCRD(t *testing.T) {
 		t.Fatalf("creating a LeaderWorkerSet after reinstalling the CRD: %v", err)
 	}
 	waitHPA(t, cp, ns, "late", generated(lws, 1, 3, 50))
+}
+
+// waitDiscoveryPolls waits until the manager's client got n 404 answers to
+// GETs (rest_client_requests_total), or fails the test if it exits first.
+func waitDiscoveryPolls(t *testing.T, m *framework.Manager, n float64) {
+	t.Helper()
+	var got float64
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if m.Exited() {
+			return false, fmt.Errorf("the manager exited without the CRD:\n%s", m.Tail(50))
+		}
+		v, _, err := m.Metric("rest_client_requests_total", `code="404"`, `method="GET"`)
+		if err != nil {
+			// Not serving /metrics yet.
+			return false, nil
+		}
+		got = v
+		return got >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %v discovery polls (404s), saw %v: %v", n, got, err)
+	}
+	// About 20 s for three: much less would mean 404s that are not polls.
+	t.Logf("%v discovery polls in %v", got, time.Since(start).Round(100*time.Millisecond))
 }

@@ -19,7 +19,6 @@ package hpagenerator
 import (
 	"context"
 	"testing"
-	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -40,7 +39,9 @@ func TestPlainOwnerReferenceIsNotOurs(t *testing.T) {
 	cp := framework.Get(t)
 	ns := cp.CreateNamespace(t)
 	ctx := context.Background()
-	m := framework.StartManager(t, cp.KubeconfigPath(), "hpa-generator")
+	// -v=5: the generator logs each HPA event it enqueues a LeaderWorkerSet
+	// for, the sign awaited below.
+	m := framework.StartManager(t, cp.KubeconfigPath(), "hpa-generator", "-v=5")
 	// Once the generator made this one, it runs (and serves /metrics).
 	llm := createLWS(t, cp, leaderWorkerSet(ns, "llm", &lwsv1.ScalePolicy{MaxReplicas: 4, Metrics: []autoscalingv2.MetricSpec{cpuMetric(60)}}))
 	waitHPA(t, cp, ns, "llm", generated(llm, 1, 4, 60))
@@ -57,13 +58,20 @@ func TestPlainOwnerReferenceIsNotOurs(t *testing.T) {
 			Metrics:        []autoscalingv2.MetricSpec{cpuMetric(40)},
 		},
 	}
+	waitIdle(t, m)
+	addsBefore := queueAdds(t, m)
 	created, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "some-operator"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := writes(t, m)
-	// No policy: give the generator time to (wrongly) delete it.
-	time.Sleep(3 * time.Second)
+	// No policy: the HPA's event enqueues the LeaderWorkerSet, and once that
+	// sync has run the HPA must still be there.
+	waitLog(t, m, "HorizontalPodAutoscaler changed, enqueueing", ns+"/tool")
+	waitIdle(t, m)
+	if adds := queueAdds(t, m); adds <= addsBefore {
+		t.Fatalf("the generator logged the tool's HPA but queued nothing (%v adds, %v before)", adds, addsBefore)
+	}
 	if _, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "tool", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the tool's HPA, with a plain owner reference to a LeaderWorkerSet without a policy: %v", err)
 	}
