@@ -57,6 +57,9 @@ var (
 	estimatorTypes = []scaleplanev1alpha1.EstimatorType{
 		scaleplanev1alpha1.LinearEstimator, scaleplanev1alpha1.ExponentialEstimator,
 	}
+	updateModes = []scaleplanev1alpha1.UpdateMode{
+		scaleplanev1alpha1.UpdateModeRollout, scaleplanev1alpha1.UpdateModeInPlace,
+	}
 )
 
 // validator checks that the quantities parse before decoding the object:
@@ -151,7 +154,27 @@ func ValidateAddonResizer(ar *scaleplanev1alpha1.AddonResizer) field.ErrorList {
 	if d := spec.ScaleDownDelay; d != nil && d.Duration < 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("scaleDownDelay"), d.Duration.String(), "must not be negative"))
 	}
+	errs = append(errs, validateUpdateMode(spec, fldPath.Child("updateMode"))...)
 	return errs
+}
+
+// validateUpdateMode rejects InPlace for an AddonResizer that sizes
+// ephemeral-storage: the API server's pods/resize changes cpu and memory
+// only, so that resource could never reach a running pod. The CRD's rule
+// says the same, for clusters without the webhook.
+func validateUpdateMode(spec *scaleplanev1alpha1.AddonResizerSpec, fldPath *field.Path) field.ErrorList {
+	if errs := validateEnum(spec.UpdateMode, updateModes, fldPath); len(errs) > 0 {
+		return errs
+	}
+	if spec.UpdateMode != scaleplanev1alpha1.UpdateModeInPlace {
+		return nil
+	}
+	for _, r := range spec.Resources {
+		if r.Name == corev1.ResourceEphemeralStorage {
+			return field.ErrorList{field.Invalid(fldPath, spec.UpdateMode, "ephemeral-storage cannot be resized in place (pods/resize changes cpu and memory only); use updateMode Rollout")}
+		}
+	}
+	return nil
 }
 
 func validateTargetRef(ref scaleplanev1alpha1.TargetReference, fldPath *field.Path) field.ErrorList {

@@ -64,6 +64,22 @@ func TestValidateAddonResizer(t *testing.T) {
 			s.ScaleUpDelay = &metav1.Duration{}
 			s.ScaleDownDelay = &metav1.Duration{Duration: time.Hour}
 		}},
+		{name: "in place, cpu and memory", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+			s.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace
+		}},
+		{
+			name: "in place, ephemeral-storage",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+				s.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace
+				s.Resources = append(s.Resources, scaleplanev1alpha1.ResourceScaling{Name: corev1.ResourceEphemeralStorage})
+			},
+			want: []string{`spec.updateMode: Invalid value: "InPlace": ephemeral-storage cannot be resized in place (pods/resize changes cpu and memory only); use updateMode Rollout`},
+		},
+		{
+			name:   "update mode unknown",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) { s.UpdateMode = "Recreate" },
+			want:   []string{`spec.updateMode: Unsupported value: "Recreate": supported values: "Rollout", "InPlace"`},
+		},
 		{name: "DaemonSet, defaults left empty", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
 			s.TargetRef.Kind = scaleplanev1alpha1.TargetKindDaemonSet
 			s.ScalingMode, s.Source, s.Estimator.Type = "", "", ""

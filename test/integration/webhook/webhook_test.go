@@ -246,6 +246,19 @@ func testAddonResizer(t *testing.T, env *webhookEnv) {
 			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) { s.Threshold = 101 },
 			want:   "spec.threshold: Invalid value: 101: spec.threshold in body should be less than or equal to 100",
 		},
+		{name: "in place", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) { s.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace }},
+		{
+			// The CRD's rule, so that a cluster without the webhook refuses
+			// it too.
+			name: "schema: in place with ephemeral-storage",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+				s.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace
+				s.Resources = append(s.Resources, scaleplanev1alpha1.ResourceScaling{
+					Name: corev1.ResourceEphemeralStorage, Base: resource.MustParse("1Gi"), ExtraPerUnit: resource.MustParse("0"),
+				})
+			},
+			want: "ephemeral-storage cannot be resized in place (pods/resize changes cpu and memory only); use updateMode Rollout",
+		},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 // +kubebuilder:printcolumn:JSONPath=`.spec.targetRef.name`,name=`TARGET`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.spec.containerName`,name=`CONTAINER`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.spec.scalingMode`,name=`MODE`,type=string
+// +kubebuilder:printcolumn:JSONPath=`.spec.updateMode`,name=`UPDATE-MODE`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.status.clusterSize`,name=`CLUSTER-SIZE`,type=integer
 // +kubebuilder:printcolumn:JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`,name=`UP-TO-DATE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.status.lastChangeTime`,name=`LAST-CHANGE`,type=date
@@ -54,6 +55,7 @@ type AddonResizer struct {
 }
 
 // AddonResizerSpec is the desired behaviour of an AddonResizer.
+// +kubebuilder:validation:XValidation:rule="!has(self.updateMode) || self.updateMode != 'InPlace' || self.resources.all(r, r.name != 'ephemeral-storage')",message="ephemeral-storage cannot be resized in place (pods/resize changes cpu and memory only); use updateMode Rollout",fieldPath=".updateMode"
 type AddonResizerSpec struct {
 	// TargetRef names the workload, in the AddonResizer's namespace, whose
 	// container is resized.
@@ -121,7 +123,33 @@ type AddonResizerSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	SetLimits *bool `json:"setLimits,omitempty"`
+
+	// UpdateMode tells how a new size reaches the add-on's pods. Rollout
+	// writes it into the target's pod template, so every change is a
+	// rollout (new pods), as Addon Resizer does; it works wherever the pods
+	// run, also on a Karmada control plane, which has no pods of its own.
+	// InPlace resizes the target's running pods through the pods/resize
+	// subresource (Kubernetes 1.33 and later), a few at a time, and pods
+	// created later as soon as they run, with no rollout: the pod template
+	// keeps its resources, status.inPlace says the size the pods are held
+	// at, and the condition InPlaceResized whether they all run at it.
+	// Only cpu and memory can be resized in place. Defaults to Rollout.
+	// +kubebuilder:default=Rollout
+	// +optional
+	UpdateMode UpdateMode `json:"updateMode,omitempty"`
 }
+
+// UpdateMode tells how a new size reaches the add-on's pods.
+// +kubebuilder:validation:Enum={Rollout,InPlace}
+type UpdateMode string
+
+// The update modes.
+const (
+	// UpdateModeRollout patches the target's pod template: a rollout.
+	UpdateModeRollout UpdateMode = "Rollout"
+	// UpdateModeInPlace resizes the target's pods through pods/resize.
+	UpdateModeInPlace UpdateMode = "InPlace"
+)
 
 // TargetKind is the kind of workload an AddonResizer resizes.
 // +kubebuilder:validation:Enum={Deployment,StatefulSet,DaemonSet}
@@ -240,6 +268,11 @@ type AddonResizerStatus struct {
 	// +optional
 	PendingResize *PendingResize `json:"pendingResize,omitempty"`
 
+	// InPlace is the size the resizer holds the target's pods at with
+	// updateMode InPlace, and how many run at it. Nil with Rollout.
+	// +optional
+	InPlace *InPlaceStatus `json:"inPlace,omitempty"`
+
 	// Conditions tell whether the target was found and resized.
 	// +listType=map
 	// +listMapKey=type
@@ -273,6 +306,24 @@ type PendingResize struct {
 	Since metav1.Time `json:"since"`
 }
 
+// InPlaceStatus is the size the target's pods are resized to in place.
+type InPlaceStatus struct {
+	// Resources are the managed requests (and limits, with setLimits) the
+	// target's running pods are resized to. The pod template keeps its own,
+	// so pods it creates start there and are resized once they run.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Pods is the number of the target's running pods.
+	// +optional
+	Pods int32 `json:"pods,omitempty"`
+
+	// AtSize is the number of them whose kubelet reports Resources applied
+	// (status.containerStatuses[].resources).
+	// +optional
+	AtSize int32 `json:"atSize,omitempty"`
+}
+
 // Condition types of an AddonResizer.
 const (
 	// ConditionTargetFound is True when the target workload exists.
@@ -287,6 +338,14 @@ const (
 	// threshold of the recommendation; False with reason Postponed while a
 	// delay holds a change back.
 	ConditionUpToDate = "UpToDate"
+	// ConditionInPlaceResized, with updateMode InPlace only, is True when
+	// every running pod of the target runs at status.inPlace.resources;
+	// False while pods are resized (Resizing), when a kubelet defers a
+	// resize (Deferred) or cannot make it (Infeasible), when a kubelet
+	// fails to apply one and retries (ResizeError), or when the API server
+	// refuses one (ResizeRejected). True with reason NoRunningPods when the
+	// target has no running pods.
+	ConditionInPlaceResized = "InPlaceResized"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
