@@ -18,32 +18,42 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
-func startManager(t *testing.T, dir, kubeconfig string) *framework.Process {
+// startManager runs the controller manager with the cron-scaler, logging to
+// dir/controller-manager.log (appended to by each start); extraArgs are
+// appended to its flags.
+func startManager(t *testing.T, dir, kubeconfig string, extraArgs ...string) *framework.Process {
 	t.Helper()
 	bin, err := framework.Binary("scaleplane-controller-manager")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := framework.StartProcess(dir, "controller-manager", bin,
-		[]string{"--kubeconfig=" + kubeconfig, "--controllers=cron-scaler", "--leader-elect=false", "--port=0", "-v=2"})
+	args := []string{"--kubeconfig=" + kubeconfig, "--controllers=cron-scaler", "--leader-elect=false", "--port=0", "-v=2"}
+	p, err := framework.StartProcess(dir, "controller-manager", bin, append(args, extraArgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Kill)
 	return p
 }
+
+// downAfterSlot is how long after the slot the controller manager stays
+// down.
+const downAfterSlot = 3 * time.Second
 
 // RestartAppliesMissedSlotOnce runs the real controller manager binary: a
 // slot that passes while it is down runs once when it comes back, and never
@@ -82,8 +92,9 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 		t.Fatalf("the controller manager was killed only %v before the slot %v; the test needs more margin", until, slot)
 	}
 	t.Logf("killed the controller manager %v before the slot %v", time.Until(slot).Round(time.Millisecond), slot)
-	// The slot passes while nothing runs.
-	time.Sleep(time.Until(slot) + 3*time.Second)
+	// The slot passes while nothing runs: a wait for the wall clock, not for
+	// the controller. It comes back downAfterSlot after the slot.
+	time.Sleep(time.Until(slot) + downAfterSlot)
 	if got := deploymentReplicas(ctx, t, cp, ns, "web"); got != 1 {
 		t.Fatalf("replicas = %d while the controller manager was down", got)
 	}
@@ -95,7 +106,7 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	if !e.ScheduleTime.Time.Equal(slot) || len(h.SuccessfulExecutions) != 1 || len(h.FailedExecutions) != 0 {
 		t.Fatalf("history after the restart = %+v; want one successful execution for %v", h, slot)
 	}
-	if late := e.ExecutionTime.Sub(slot); late < 3*time.Second {
+	if late := e.ExecutionTime.Sub(slot); late < downAfterSlot {
 		t.Errorf("executed %v after the slot; it was down then", late)
 	}
 	if got := deploymentReplicas(ctx, t, cp, ns, "web"); got != 4 {
@@ -104,8 +115,11 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	// Someone scales by hand; another restart must not apply the slot again.
 	setDeploymentReplicas(ctx, t, cp, ns, "web", 2)
 	second.Kill()
-	startManager(t, logDir, cp.KubeconfigPath())
-	time.Sleep(5 * time.Second)
+	// The third process has synced the object past the point where it would
+	// have fired when it logs the requeue for the next slot (-v=4): the
+	// sync fires, then plans the requeue.
+	third := startManager(t, logDir, cp.KubeconfigPath(), "-v=4")
+	waitForLogLine(t, third, 30*time.Second, "Requeued until the next firing", ns+"/restart")
 	if time.Now().After(slot.Add(55 * time.Second)) {
 		t.Fatalf("too close to the next slot to tell a repeat from the next firing")
 	}
@@ -119,4 +133,43 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	if h := obj.Status.ExecutionHistories[0]; len(h.SuccessfulExecutions) != 1 || !lastHandled(&h).Equal(slot) {
 		t.Errorf("history after the second restart = %+v", h)
 	}
+}
+
+// waitForLogLine waits until a line that p logged holds every one of want.
+// The log is shared by the starts in its directory: only what follows the
+// last start line counts, so p must be the last process started there.
+func waitForLogLine(t *testing.T, p *framework.Process, timeout time.Duration, want ...string) {
+	t.Helper()
+	startLine := "### "
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p.Exited() {
+			return false, fmt.Errorf("the controller manager exited:\n%s", p.Tail(50))
+		}
+		data, err := os.ReadFile(p.LogPath())
+		if err != nil {
+			return false, err
+		}
+		own := string(data)
+		if i := strings.LastIndex(own, startLine); i >= 0 {
+			own = own[i:]
+		}
+		for _, line := range strings.Split(own, "\n") {
+			if containsAll(line, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no line with %q in the controller manager's log: %v", want, err)
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
