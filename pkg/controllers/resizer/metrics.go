@@ -38,6 +38,9 @@ const (
 const (
 	writeTarget = "target"
 	writeStatus = "status"
+	// writePodResize is a patch of a pod's resize subresource (updateMode
+	// InPlace).
+	writePodResize = "pod_resize"
 )
 
 var (
@@ -59,9 +62,18 @@ var (
 	writes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writes_total",
-		Help:           "Writes the resizer sent to the API server, by kind: target (a patch of a workload's container) or status (of an AddonResizer), successful or not.",
+		Help:           "Writes the resizer sent to the API server, by kind: target (a patch of a workload's container), pod_resize (a pods/resize patch, updateMode InPlace) or status (of an AddonResizer), successful or not.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
+	// inPlacePods has one series per InPlace AddonResizer and state, so that
+	// a kubelet's Deferred or Infeasible answer shows on a dashboard as long
+	// as it lasts, not only as an event.
+	inPlacePods = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "in_place_pods",
+		Help:           "Running pods of an InPlace AddonResizer's target by state: at_size, outdated (to be resized), resizing (kubelet not done), deferred and infeasible (the kubelet's PodResizePending reasons), error (PodResizeInProgress reason Error) or rejected (the API server refused the resize).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name", "state"})
 )
 
 var registerOnce sync.Once
@@ -70,6 +82,6 @@ var registerOnce sync.Once
 // served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(clusterSizeGauge, decisions, writes)
+		legacyregistry.MustRegister(clusterSizeGauge, decisions, writes, inPlacePods)
 	})
 }

@@ -39,8 +39,13 @@ type sizing struct {
 
 // resize decides and applies. A patch that conflicts means the cache was
 // behind: the target is read again from the API server and the decision
-// made again, a few times.
+// made again, a few times. With updateMode InPlace the target's pods are
+// resized instead, and the template is left alone (inplace.go).
 func (c *Controller) resize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	if inPlace(ar) {
+		return c.inPlace.resize(ctx, ar, s, w, z, status, now)
+	}
+	c.inPlace.rollout(ar, status)
 	for attempt := 1; ; attempt++ {
 		rs, r, act := planResize(ar, s, w, z, status, now)
 		if !act {

@@ -29,7 +29,10 @@ limitations under the License.
 // threshold band, holds changes back for the scale-up or scale-down delay
 // (the time a change was first wanted is kept in status, so a restart does
 // not reset it), and writes one conditional patch of the one container.
-// A steady state writes nothing.
+// With updateMode InPlace it writes no template: the size is held in status
+// and the target's running pods are resized through pods/resize, two at a
+// time, pods created later once they run, each kubelet's answer read back
+// (inplace.go, podwatch.go, podresize.go). A steady state writes nothing.
 package resizer
 
 import (
@@ -100,6 +103,9 @@ type Controller struct {
 	metrics      *metricsSource
 	statusWrites *statusWrites
 	patched      *patchedGenerations
+	// inPlace resizes the target's pods through pods/resize for the
+	// AddonResizers with updateMode InPlace.
+	inPlace *inPlaceResizer
 }
 
 // Config is what the resizer is built from.
@@ -166,6 +172,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		func() { c.enqueueBySize(scaleplanev1alpha1.ContainerProportional, scaleplanev1alpha1.SourceAPIServer) },
 		func() { c.enqueueBySize(scaleplanev1alpha1.NodeProportional, scaleplanev1alpha1.SourceAPIServer) },
 	)
+	c.inPlace = newInPlaceResizer(kubeClient, cfg.Recorder, c.queue.Add)
 	if err := c.registerHandlers(ctx, arInformer, deployInformer, stsInformer, dsInformer); err != nil {
 		return nil, err
 	}
@@ -186,8 +193,10 @@ func (c *Controller) Run(ctx context.Context) {
 	defer func() {
 		stopCounts()
 		c.counts.wait()
+		c.inPlace.wait()
 	}()
 	c.counts.start(countsCtx)
+	c.inPlace.start(countsCtx)
 
 	workloop.Run(ctx, c.queue, c.workers, Name, c.sync)
 }
@@ -242,6 +251,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 func (c *Controller) forget(key cache.ObjectName) {
 	clusterSizeGauge.DeleteLabelValues(key.Namespace, key.Name)
 	c.statusWrites.forget(key)
+	c.inPlace.forget(key)
 }
 
 // reconcile finds the target and its container, observes the cluster size

@@ -143,6 +143,7 @@ func (c *Controller) updateStatus(ctx context.Context, ar *scaleplanev1alpha1.Ad
 	case err == nil:
 		c.statusWrites.wrote(key, now)
 		c.warnOnTransition(ar, &ar.Status, status)
+		warnInPlaceTransition(c.recorder, ar, &ar.Status, status)
 		return 0, nil
 	case apierrors.IsNotFound(err):
 		// Deleted meanwhile: nothing left to record.

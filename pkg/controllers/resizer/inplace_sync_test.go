@@ -1,0 +1,281 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
+)
+
+func withInPlace() option {
+	return func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace }
+}
+
+// addonPod is a running pod of the add-on made from podTemplate(r), its
+// kubelet reporting r applied.
+func addonPod(name string, r corev1.ResourceRequirements) *corev1.Pod {
+	tmpl := podTemplate(r)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: "1", Generation: 1, Labels: tmpl.Labels},
+		Spec:       tmpl.Spec,
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	p.Spec.NodeName = "node-0"
+	for _, c := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Resources: c.Resources.DeepCopy()})
+	}
+	return p
+}
+
+// podsFromClientset makes the in-place resizer read the target's pods from
+// the fake clientset, as the informer would show them: a test chooses what
+// the kubelet answered by updating them there.
+func (h *harness) podsFromClientset() {
+	h.c.inPlace.podsOf = func(ctx context.Context, _ cache.ObjectName, namespace string, selector labels.Selector, container string) ([]*corev1.Pod, bool) {
+		list, err := h.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		h.check(err)
+		var out []*corev1.Pod
+		for i := range list.Items {
+			out = append(out, resizePod(&list.Items[i], container).(*corev1.Pod))
+		}
+		return out, true
+	}
+}
+
+// kubeletAnswers updates the named pods as their kubelet would: apply
+// applies the spec's resources in status; a reason sets PodResizePending.
+func (h *harness) kubeletAnswers(reason string, names ...string) {
+	h.t.Helper()
+	for _, name := range names {
+		p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, name, metav1.GetOptions{})
+		h.check(err)
+		p.Status.Conditions = nil
+		if reason == "apply" {
+			for i := range p.Status.ContainerStatuses {
+				p.Status.ContainerStatuses[i].Resources = p.Spec.Containers[i].Resources.DeepCopy()
+			}
+		} else {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason, Message: "node-0 says " + reason}}
+		}
+		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(h.ctx, p, metav1.UpdateOptions{})
+		h.check(err)
+	}
+}
+
+// podResizes returns the names of the pods resized through pods/resize
+// since the last call, and fails on any write to a pod that is not one.
+func (h *harness) podResizes() []string {
+	h.t.Helper()
+	var out []string
+	for _, a := range h.kube.Actions() {
+		if a.GetResource().Resource != "pods" || !isWrite(a) || a.GetSubresource() == "status" {
+			continue
+		}
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || p.GetSubresource() != "resize" {
+			h.t.Errorf("wrote a pod other than through pods/resize: %v", a)
+			continue
+		}
+		out = append(out, p.GetName())
+	}
+	h.kube.ClearActions()
+	return out
+}
+
+// workloadWrites counts the writes to Deployments, StatefulSets and
+// DaemonSets since the actions were last cleared.
+func (h *harness) workloadWrites() int {
+	n := 0
+	for _, a := range h.kube.Actions() {
+		switch a.GetResource().Resource {
+		case "deployments", "statefulsets", "daemonsets":
+			if isWrite(a) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (h *harness) podRequests(name string) corev1.ResourceList {
+	h.t.Helper()
+	p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, name, metav1.GetOptions{})
+	h.check(err)
+	for _, c := range p.Spec.Containers {
+		if c.Name == containerName {
+			return c.Resources.Requests
+		}
+	}
+	return nil
+}
+
+// TestInPlaceResize: with updateMode InPlace a change is held in status,
+// not written to the template; the running pods are resized through
+// pods/resize two at a time; a pod created later is resized once it runs;
+// InPlaceResized follows, and the kubelet's Deferred answer is a
+// condition, a Warning event and a metric.
+func TestInPlaceResize(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false)),
+		deployment(addonName, start),
+		addonPod("addon-a", start), addonPod("addon-b", start), addonPod("addon-c", start),
+	)
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if n := h.workloadWrites(); n != 0 {
+		t.Errorf("%d writes of the target in InPlace mode, want none (a rollout)", n)
+	}
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a,addon-b" {
+		t.Errorf("resized %v, want addon-a and addon-b (two at a time)", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceMemory, "120Mi")
+	ar := h.get("addon")
+	if ar.Status.InPlace == nil {
+		t.Fatal("no status.inPlace")
+	}
+	mustQuantity(t, ar.Status.InPlace.Resources.Requests, corev1.ResourceCPU, "120m")
+	if ar.Status.InPlace.Resources.Limits != nil || ar.Status.InPlace.Pods != 3 || ar.Status.InPlace.AtSize != 0 {
+		t.Errorf("status.inPlace %+v, want requests only, 3 pods, 0 at size", ar.Status.InPlace)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonResized)
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+	h.expectEvents("Normal Resized Resized container \"main\" of Deployment kube-system/addon in place")
+
+	// a is applied, b deferred: c takes a's place; b holds the other.
+	h.kubeletAnswers("apply", "addon-a")
+	h.kubeletAnswers(corev1.PodReasonDeferred, "addon-b")
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c" {
+		t.Errorf("resized %v, want addon-c", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonDeferred)
+	h.expectEvents("Warning Deferred The kubelet of node node-0 deferred the resize of pod addon-b")
+	labels := map[string]string{"namespace": ns, "name": "addon", "state": string(podDeferred)}
+	if v, ok := testkit.MetricValue(t, "resizer_in_place_pods", labels); !ok || v != 1 {
+		t.Errorf("resizer_in_place_pods%v = %v, %v; want 1", labels, v, ok)
+	}
+	// The Deferred pod stays so: no second event, no second resize.
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v again", got)
+	}
+	h.expectEvents()
+
+	h.kubeletAnswers("apply", "addon-b", "addon-c")
+	h.syncAt(t0, "addon")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
+	if ar := h.get("addon"); ar.Status.InPlace.AtSize != 3 {
+		t.Errorf("status.inPlace %+v, want 3 at size", ar.Status.InPlace)
+	}
+	mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "100m")
+
+	// Scale-up: a pod of the template's size is resized when it runs.
+	h.check(h.kube.Tracker().Add(addonPod("addon-d", start)))
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-d" {
+		t.Errorf("resized %v, want the new pod addon-d", got)
+	}
+	// The cluster grows: the held size moves, every pod follows in place.
+	h.kubeletAnswers("apply", "addon-d")
+	h.setNodes(3)
+	h.syncAt(t0, "addon")
+	if n := h.workloadWrites(); n != 0 {
+		t.Errorf("the template was written")
+	}
+	if got := h.podResizes(); len(got) != 2 {
+		t.Errorf("resized %v, want two pods", got)
+	}
+	mustQuantity(t, h.get("addon").Status.InPlace.Resources.Requests, corev1.ResourceCPU, "130m")
+}
+
+// TestInPlaceBackToRollout: switching to Rollout drops the in-place status
+// and its pod watch, and sizes the template (one rollout) as before.
+func TestInPlaceBackToRollout(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.syncAt(t0, "addon")
+	if h.get("addon").Status.InPlace == nil {
+		t.Fatal("no status.inPlace")
+	}
+	ar := h.get("addon")
+	ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeRollout
+	ar.Generation++
+	_, err := h.client.ScaleplaneV1alpha1().AddonResizers(ns).Update(h.ctx, ar, metav1.UpdateOptions{})
+	h.check(err)
+	h.refresh()
+	h.syncAt(t0, "addon")
+	ar = h.get("addon")
+	if ar.Status.InPlace != nil || h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized) != nil {
+		t.Errorf("status %+v still has the in-place part", ar.Status)
+	}
+	mustQuantity(t, h.deploymentResources(addonName).Requests, corev1.ResourceCPU, "120m")
+	if h.c.inPlace.watches.watching(keyOf("addon")) {
+		t.Error("still watching the target's pods")
+	}
+}
+
+// TestInPlaceRejectedNotRetried: a resize the API server refuses is
+// reported once, not sent again at every sync.
+func TestInPlaceRejectedNotRetried(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "addon-a", field.ErrorList{field.Invalid(field.NewPath("spec"), "Guaranteed", "Pod QOS Class may not change as a result of resizing")})
+	})
+	h.syncAt(t0, "addon")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeReject)
+	events := h.events()
+	if _, ok := testkit.FindEvent(events, "Warning ResizeRejected", "QOS"); !ok {
+		t.Errorf("events %q, want a Warning ResizeRejected with the API server's reason", events)
+	}
+	h.kube.ClearActions()
+	for i := range 3 {
+		h.syncAt(t0.Add(time.Duration(i)*time.Minute), "addon")
+	}
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("a refused resize was sent again: %v", got)
+	}
+	if events := h.events(); len(events) != 0 {
+		t.Errorf("events %q after the first refusal", events)
+	}
+}

@@ -1,0 +1,354 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// maxResizesInFlight is how many pods of one target may be mid-resize at
+// once (resized in the API, not yet applied by their kubelet). A node that
+// cannot fit the new size then holds back this many pods in
+// PodResizePending, not every replica of the add-on.
+const maxResizesInFlight = 2
+
+// podState is where one pod is on the way to the in-place size.
+type podState string
+
+// The states, also the values of resizer_in_place_pods' state label.
+const (
+	// podAtSize: the kubelet reports the size applied, or, where it reports
+	// no resources at all (it does not resize), the pod's spec is the size.
+	podAtSize podState = "at_size"
+	// podOutdated: the pod's spec is not the size; it is to be resized.
+	podOutdated podState = "outdated"
+	// podResizing: the spec is the size, the kubelet has not applied it
+	// yet (no answer, or PodResizeInProgress).
+	podResizing podState = "resizing"
+	// podDeferred: PodResizePending, reason Deferred. The kubelet retries
+	// by itself when the node has room.
+	podDeferred podState = "deferred"
+	// podInfeasible: PodResizePending, reason Infeasible. The node will
+	// never fit it; abandoned at this size.
+	podInfeasible podState = "infeasible"
+	// podError: PodResizeInProgress, reason Error (for example a memory
+	// limit below the container's usage). The kubelet retries.
+	podError podState = "error"
+	// podRejected: the API server refused the resize (422, 403, 400);
+	// abandoned at this size.
+	podRejected podState = "rejected"
+)
+
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected}
+
+// inFlight reports whether a pod in state s holds a place of the pacing.
+// A Deferred pod does: the node has no room, and resizing more pods on its
+// account would only make more pending ones. An Infeasible or rejected pod
+// does not: nothing will change for it, and the others must go on.
+func (s podState) inFlight() bool {
+	return s == podResizing || s == podDeferred || s == podError
+}
+
+// inPlaceSize is the size the target's pods are resized to: the managed
+// requests, and limits when the AddonResizer sets them.
+type inPlaceSize struct {
+	requests corev1.ResourceList
+	limits   corev1.ResourceList
+}
+
+// key identifies the size in the memory of rejected resizes.
+func (z inPlaceSize) key() string {
+	return resourceListString(z.requests) + "|" + resourceListString(z.limits)
+}
+
+func resourceListString(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for name, q := range l {
+		parts = append(parts, string(name)+"="+q.String())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// matches reports whether r has every value of the size. Resources the size
+// does not name are not the resizer's and are not looked at.
+func (z inPlaceSize) matches(r *corev1.ResourceRequirements) bool {
+	if r == nil {
+		return false
+	}
+	for name, want := range z.requests {
+		if got, ok := r.Requests[name]; !ok || got.Cmp(want) != 0 {
+			return false
+		}
+	}
+	for name, want := range z.limits {
+		if got, ok := r.Limits[name]; !ok || got.Cmp(want) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// podAnswer is one pod's state, and what its kubelet said.
+type podAnswer struct {
+	pod     *corev1.Pod
+	state   podState
+	message string
+}
+
+// classify tells where pod is on the way to size. Only a running pod bound
+// to a node and not being deleted is resized: a pending pod may still be
+// rescheduled, and the kubelet answers resizes of running ones.
+func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, bool) {
+	if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning {
+		return podAnswer{}, false
+	}
+	var spec *corev1.ResourceRequirements
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == container {
+			spec = &pod.Spec.Containers[i].Resources
+		}
+	}
+	if spec == nil {
+		// A pod of another template (a rollout that renamed the
+		// container): nothing of the resizer's to size.
+		return podAnswer{}, false
+	}
+	a := podAnswer{pod: pod}
+	if !size.matches(spec) {
+		a.state = podOutdated
+		return a, true
+	}
+	var applied *corev1.ResourceRequirements
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == container {
+			applied = pod.Status.ContainerStatuses[i].Resources
+		}
+	}
+	if applied == nil {
+		// Its kubelet reports no resources: it does not resize in place
+		// (the API server refuses resizes of such running pods), so the
+		// pod runs at its spec.
+		a.state = podAtSize
+		return a, true
+	}
+	if size.matches(applied) {
+		a.state = podAtSize
+		return a, true
+	}
+	a.state = podResizing
+	for _, cond := range pod.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			continue
+		}
+		// A condition the kubelet wrote about an older spec is no answer
+		// to this resize.
+		if cond.ObservedGeneration != 0 && pod.Generation != 0 && cond.ObservedGeneration < pod.Generation {
+			continue
+		}
+		switch {
+		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonInfeasible:
+			a.state, a.message = podInfeasible, cond.Message
+		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonDeferred:
+			a.state, a.message = podDeferred, cond.Message
+		case cond.Type == corev1.PodResizeInProgress && cond.Reason == corev1.PodReasonError:
+			a.state, a.message = podError, cond.Message
+		}
+	}
+	return a, true
+}
+
+// rejections remembers, per AddonResizer, the pods whose resize to a size
+// the API server refused, so that the same request is not sent again at
+// every sync: it would be refused again. A new size tries again.
+type rejections struct {
+	mu sync.Mutex
+	m  map[cache.ObjectName]map[types.UID]rejection
+}
+
+type rejection struct {
+	size    string
+	message string
+}
+
+func newRejections() *rejections {
+	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}}
+}
+
+func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rej, ok := r.m[key][uid]
+	if !ok || rej.size != size {
+		return "", false
+	}
+	return rej.message, true
+}
+
+func (r *rejections) add(key cache.ObjectName, uid types.UID, size, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[key] == nil {
+		r.m[key] = map[types.UID]rejection{}
+	}
+	r.m[key][uid] = rejection{size: size, message: message}
+}
+
+// keep drops what is remembered about pods of key no longer seen.
+func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.m[key] {
+		if !seen[uid] {
+			delete(r.m[key], uid)
+		}
+	}
+}
+
+func (r *rejections) forget(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, key)
+}
+
+// podSurvey is the target's running pods by state after a pass.
+type podSurvey struct {
+	answers []podAnswer
+	// conflict is set when a pod changed since the cache showed it: the
+	// pass is to be repeated once the cache caught up.
+	conflict bool
+}
+
+func (s podSurvey) count(state podState) int {
+	n := 0
+	for _, a := range s.answers {
+		if a.state == state {
+			n++
+		}
+	}
+	return n
+}
+
+func (s podSurvey) first(state podState) (podAnswer, bool) {
+	for _, a := range s.answers {
+		if a.state == state {
+			return a, true
+		}
+	}
+	return podAnswer{}, false
+}
+
+// resizePods brings the target's running pods to size, maxResizesInFlight
+// at a time: it classifies each, and sends one pods/resize patch to each
+// outdated pod while fewer than maxResizesInFlight are mid-resize. A patch
+// the API server refuses is remembered and not sent again at this size; a
+// conflict (the pod changed since the cache showed it) is left to the next
+// pass; any other error is returned, to be retried with backoff.
+func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejections, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
+	logger := klog.FromContext(ctx)
+	var s podSurvey
+	sizeKey := size.key()
+	seen := map[types.UID]bool{}
+	inFlight := 0
+	for _, pod := range pods {
+		a, ok := classify(pod, container, size)
+		if !ok {
+			continue
+		}
+		seen[pod.UID] = true
+		if a.state == podOutdated {
+			if msg, ok := rej.get(key, pod.UID, sizeKey); ok {
+				a.state, a.message = podRejected, msg
+			}
+		}
+		if a.state.inFlight() {
+			inFlight++
+		}
+		s.answers = append(s.answers, a)
+	}
+	rej.keep(key, seen)
+	for i := range s.answers {
+		a := &s.answers[i]
+		if a.state != podOutdated || inFlight >= maxResizesInFlight {
+			continue
+		}
+		err := patchPodResize(ctx, client, a.pod, container, size)
+		switch {
+		case err == nil:
+			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
+			a.state = podResizing
+			inFlight++
+		case apierrors.IsNotFound(err):
+			// Deleted meanwhile; its informer event will follow.
+		case apierrors.IsConflict(err):
+			s.conflict = true
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+			msg := err.Error()
+			if apierrors.IsForbidden(err) {
+				msg = "grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace + ": " + msg
+			}
+			rej.add(key, a.pod.UID, sizeKey, msg)
+			a.state, a.message = podRejected, msg
+		default:
+			return s, fmt.Errorf("resizing pod %s in place: %w", klog.KObj(a.pod), err)
+		}
+	}
+	return s, nil
+}
+
+// patchPodResize sends one strategic merge patch of pods/resize that sets
+// the managed requests and limits of the one container, by name; other
+// resources, and the other containers, are left as they are. The
+// resourceVersion makes it conditional on the pod the decision was made
+// from.
+func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, container string, size inPlaceSize) error {
+	body := podResizePatchBody{
+		Metadata: patchMetadata{ResourceVersion: pod.ResourceVersion},
+		Spec: patchPodSpec{Containers: []patchContainer{{
+			Name:      container,
+			Resources: patchResources{Requests: size.requests, Limits: size.limits},
+		}}},
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding the resize of pod %s: %w", klog.KObj(pod), err)
+	}
+	writes.WithLabelValues(writePodResize).Inc()
+	_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, raw,
+		metav1.PatchOptions{FieldManager: fieldManager}, "resize")
+	return err
+}
+
+// podResizePatchBody is the pods/resize patch, spelled out so that it
+// cannot carry more than the one container's managed resources.
+type podResizePatchBody struct {
+	Metadata patchMetadata `json:"metadata"`
+	Spec     patchPodSpec  `json:"spec"`
+}
