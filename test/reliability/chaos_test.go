@@ -221,8 +221,9 @@ func TestChaos(t *testing.T) {
 	}
 	crons := waitForSlots(ctx, t, cp, ns, created, lastSlot, 90*time.Second)
 	stopFleet()
-	// The watch saw every write once the fleet stopped.
-	time.Sleep(time.Second)
+	// Nothing writes the targets now: once the watch has seen each at its
+	// current resourceVersion, it has seen every write.
+	waitWatchCaughtUp(ctx, t, kube, ns, writes)
 	stopRecording()
 
 	r := check(t, cfg, crons, writes.Snapshot(), lease.Snapshot(), events, created, lastSlot, f.leaderNames())

@@ -23,9 +23,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
+	"github.com/scaleplane/scaleplane/test/reliability/internal/recorder"
 )
 
 // waitForSlots waits until every slot of every rule up to lastSlot is in
@@ -123,4 +126,20 @@ func recordsCovering(h autoscalingv1alpha1.ExecutionHistory, slot time.Time) []h
 		}
 	}
 	return out
+}
+
+// waitWatchCaughtUp waits until the watch of writes has seen every
+// Deployment of ns as the apiserver has it now.
+func waitWatchCaughtUp(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string, writes *recorder.WriteLog) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return writes.CaughtUp(list.Items), nil
+	})
+	if err != nil {
+		t.Errorf("the test's watch did not catch up with the targets: %v", err)
+	}
 }

@@ -137,13 +137,15 @@ type WriteLog struct {
 	mu      sync.Mutex
 	current map[string]int32
 	writes  map[string][]TargetWrite
+	// seen is the resourceVersion each Deployment was last seen at.
+	seen map[string]string
 }
 
 // RecordDeploymentWrites watches the Deployments of ns until ctx ends.
 // The value a Deployment has when first seen is its starting point, not a
 // write.
 func RecordDeploymentWrites(ctx context.Context, client kubernetes.Interface, ns string, stats *WatchStats) *WriteLog {
-	log := &WriteLog{current: map[string]int32{}, writes: map[string][]TargetWrite{}}
+	log := &WriteLog{current: map[string]int32{}, writes: map[string][]TargetWrite{}, seen: map[string]string{}}
 	deployments := client.AppsV1().Deployments(ns)
 	go recordWatch(ctx, stats,
 		func(ctx context.Context) (runtime.Object, error) { return deployments.List(ctx, metav1.ListOptions{}) },
@@ -160,11 +162,26 @@ func RecordDeploymentWrites(ctx context.Context, client kubernetes.Interface, ns
 			defer log.mu.Unlock()
 			old, seen := log.current[d.Name]
 			log.current[d.Name] = replicas
+			log.seen[d.Name] = d.ResourceVersion
 			if seen && old != replicas {
 				log.writes[d.Name] = append(log.writes[d.Name], TargetWrite{At: at, Replicas: replicas, ResourceVersion: d.ResourceVersion})
 			}
 		})
 	return log
+}
+
+// CaughtUp says whether the watch has seen every Deployment of list at the
+// resourceVersion it has there: once nothing writes them any more, the log
+// holds every write.
+func (l *WriteLog) CaughtUp(list []appsv1.Deployment) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range list {
+		if l.seen[list[i].Name] != list[i].ResourceVersion {
+			return false
+		}
+	}
+	return true
 }
 
 // Snapshot returns the writes seen so far, per Deployment name.
