@@ -201,7 +201,8 @@ start_scheduler() {
 # kwok's node and pod behaviour is configured by Stage objects; without them
 # it exits with "no stages found". The stages are the ones kwok publishes in
 # its module (node: initialize + heartbeat with lease; pod: the fast
-# lifecycle), read from the module cache of the kwok version we pin, with its
+# lifecycle), read from the module cache of the kwok version we pin (and
+# hack/kwok/pod-resize.yaml, which answers in-place resizes), with its
 # published Metric (the kubelet's /metrics/resource endpoint) and
 # ClusterResourceUsage (usage from the pod annotations kwok.x-k8s.io/usage-cpu
 # and kwok.x-k8s.io/usage-memory) configurations, which metrics-server scrapes.
@@ -218,6 +219,10 @@ start_kwok() {
     chmod 644 "${config_dir}.tmp"/*.yaml
     mv "${config_dir}.tmp" "${config_dir}"
   fi
+  # The project's own stage (answers in-place pod resizes as a kubelet with
+  # room does; see the file) is copied at every start, so that an existing
+  # local state gets it and its changes.
+  install -m 644 "${SCALEPLANE_ROOT}/hack/kwok/pod-resize.yaml" "${config_dir}/pod-resize.yaml"
   local configs
   configs="$(printf '%s,' "${config_dir}"/*.yaml)"
   # --node-port is the kubelet port each node reports: metrics-server scrapes

@@ -97,7 +97,8 @@ func (cp *ControlPlane) startMetricsPipeline(ctx context.Context) error {
 // KwokConfigFiles returns kwok's own published configurations this project
 // runs it with, from the module cache of the kwok version hack/tools/kwok
 // pins: the fast node and pod stages, the kubelet /metrics/resource
-// emulation, and usage read from pod annotations.
+// emulation, and usage read from pod annotations; and the project's own
+// stage that answers in-place pod resizes (hack/kwok/pod-resize.yaml).
 func KwokConfigFiles() ([]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -122,6 +123,7 @@ func KwokConfigFiles() ([]string, error) {
 		return nil, fmt.Errorf("no pod stages in %s", dir)
 	}
 	files = append(files, pods...)
+	files = append(files, filepath.Join(root, "hack", "kwok", "pod-resize.yaml"))
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("kwok configuration: %w", err)

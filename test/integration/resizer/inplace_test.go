@@ -1,0 +1,531 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+// updateMode InPlace against the real kube-apiserver: its pods/resize
+// subresource, its validation of resizes and its RBAC are real. No kubelet
+// runs here, so the test plays one (kubelet below): the test creates the
+// target's pods itself (no kube-controller-manager), binds them to plain Node
+// objects, writes them Running with status.containerStatuses[].resources
+// (without it the API server refuses every resize: "Pod running on node
+// without support for resize"), and answers each resize as the node's kind
+// says: apply it, defer it, or find it infeasible.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+// What the emulated kubelet of a node does with a resize, by the node's
+// name prefix.
+const (
+	roomyNode      = "roomy"      // applies it
+	fullNode       = "full"       // PodResizePending, Deferred
+	tooSmallNode   = "small"      // PodResizePending, Infeasible
+	kubeletMessage = "emulated: " // prefix of the kubelet's messages
+)
+
+// kubelet plays the kubelet of the nodes the test's pods are bound to: it
+// starts pods (phase Running, containers running, their resources in
+// status) and answers resizes, until the test ends.
+func kubelet(t *testing.T, cp *framework.ControlPlane, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := cp.KubeClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for i := range pods.Items {
+				if status, ok := kubeletStatus(&pods.Items[i]); ok {
+					p := pods.Items[i].DeepCopy()
+					p.Status = status
+					// A conflict is the next round's.
+					_, _ = cp.KubeClient().CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				}
+			}
+			return false, nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// kubeletStatus is the status the emulated kubelet writes for pod, and
+// whether it differs from the pod's.
+func kubeletStatus(pod *corev1.Pod) (corev1.PodStatus, bool) {
+	status := *pod.Status.DeepCopy()
+	now := metav1.Now()
+	if status.Phase != corev1.PodRunning {
+		status.Phase = corev1.PodRunning
+		status.StartTime = &now
+		status.ContainerStatuses = nil
+		for _, c := range pod.Spec.Containers {
+			status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
+				State:     corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+				Resources: c.Resources.DeepCopy(),
+			})
+		}
+		status.ObservedGeneration = pod.Generation
+		return status, true
+	}
+	if applied(pod) {
+		if status.ObservedGeneration == pod.Generation {
+			return status, false
+		}
+		status.ObservedGeneration = pod.Generation
+		return status, true
+	}
+	// A resize: the spec's resources are not those the status reports.
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodResizePending && c.ObservedGeneration == pod.Generation {
+			// Answered already.
+			return status, false
+		}
+	}
+	status.ObservedGeneration = pod.Generation
+	status.Conditions = nil
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodResizePending && c.Type != corev1.PodResizeInProgress {
+			status.Conditions = append(status.Conditions, c)
+		}
+	}
+	pending := func(reason string) (corev1.PodStatus, bool) {
+		status.Conditions = append(status.Conditions, corev1.PodCondition{
+			Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason, ObservedGeneration: pod.Generation,
+			Message: kubeletMessage + "node " + pod.Spec.NodeName + " says " + reason, LastTransitionTime: now,
+		})
+		return status, true
+	}
+	switch {
+	case strings.HasPrefix(pod.Spec.NodeName, fullNode):
+		return pending(corev1.PodReasonDeferred)
+	case strings.HasPrefix(pod.Spec.NodeName, tooSmallNode):
+		return pending(corev1.PodReasonInfeasible)
+	}
+	for i, c := range pod.Spec.Containers {
+		cs := &status.ContainerStatuses[i]
+		if restarts(c, cs.Resources) {
+			cs.RestartCount++
+		}
+		cs.Resources = c.Resources.DeepCopy()
+	}
+	return status, true
+}
+
+// applied reports whether every container's spec resources are those its
+// status reports.
+func applied(pod *corev1.Pod) bool {
+	for i, c := range pod.Spec.Containers {
+		if i >= len(pod.Status.ContainerStatuses) || pod.Status.ContainerStatuses[i].Resources == nil ||
+			!equality.Semantic.DeepEqual(c.Resources, *pod.Status.ContainerStatuses[i].Resources) {
+			return false
+		}
+	}
+	return true
+}
+
+// restarts reports whether applying c's resources restarts it: a resource
+// whose value changes has resize policy RestartContainer.
+func restarts(c corev1.Container, current *corev1.ResourceRequirements) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if current == nil {
+			return true
+		}
+		want, have := c.Resources.Requests[p.ResourceName], current.Requests[p.ResourceName]
+		if want.Cmp(have) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// createPods creates n pods of the target app on node, as its controller
+// would from the template, and returns their uids by name.
+func createPods(t *testing.T, cp *framework.ControlPlane, ns, app, node string, first, n int, mutate func(*corev1.PodSpec)) map[string]types.UID {
+	t.Helper()
+	uids := map[string]types.UID{}
+	for i := first; i < first+n; i++ {
+		spec := podSpec(app, 1).Spec
+		spec.NodeName = node
+		if mutate != nil {
+			mutate(&spec)
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, i), Namespace: ns, Labels: map[string]string{"app": app}}, Spec: spec}
+		created, err := cp.KubeClient().CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[created.Name] = created.UID
+	}
+	return uids
+}
+
+func inPlaceResizer(ns, name string, kind scaleplanev1alpha1.TargetKind) *scaleplanev1alpha1.AddonResizer {
+	ar := resizerFor(ns, name, kind, scaleplanev1alpha1.NodeProportional, scaleplanev1alpha1.SourceAPIServer)
+	ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace
+	return ar
+}
+
+// waitPodsSized waits until every pod of app runs container c0 at the
+// estimate for the current node count, in its spec and as its kubelet
+// reports it, with the same uid it was created with, and the target's pod
+// template still at its own size.
+func waitPodsSized(t *testing.T, cp *framework.ControlPlane, ns, app string, kind scaleplanev1alpha1.TargetKind, uids map[string]types.UID) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := nodeCount(cp)(ctx)
+		if err != nil {
+			return false, err
+		}
+		wantCPU, wantMem := expected(n)
+		pods, err := cp.KubeClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, err
+		}
+		if len(pods.Items) != len(uids) {
+			return false, fmt.Errorf("%d pods of %s, want %d: a pod was added or removed", len(pods.Items), app, len(uids))
+		}
+		var off []string
+		for _, p := range pods.Items {
+			if p.UID != uids[p.Name] {
+				return false, fmt.Errorf("pod %s was recreated: uid %s, was %s", p.Name, p.UID, uids[p.Name])
+			}
+			spec := p.Spec.Containers[0].Resources
+			if gpu := spec.Limits["example.com/gpu"]; gpu.Cmp(resource.MustParse("1")) != 0 {
+				return false, fmt.Errorf("the unmanaged limit of pod %s was changed: %v", p.Name, spec.Limits)
+			}
+			var running corev1.ResourceList
+			if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Resources != nil {
+				running = p.Status.ContainerStatuses[0].Resources.Requests
+			}
+			for _, l := range []corev1.ResourceList{spec.Requests, running} {
+				cpu, mem := l[corev1.ResourceCPU], l[corev1.ResourceMemory]
+				if cpu.Cmp(wantCPU) != 0 || mem.Cmp(wantMem) != 0 {
+					off = append(off, fmt.Sprintf("%s: spec %v, status %v", p.Name, spec.Requests, running))
+					break
+				}
+			}
+		}
+		last = fmt.Sprintf("size %d, want cpu %s memory %s; off: %s", n, wantCPU.String(), wantMem.String(), strings.Join(off, "; "))
+		return len(off) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the pods of %s were not resized in place: %v; last: %s", app, err, last)
+	}
+	tmpl, err := templateOf(context.Background(), cp, ns, app, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu := tmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("5m")) != 0 {
+		t.Errorf("InPlace changed the pod template of %s %s (a rollout): cpu request %s", kind, app, cpu.String())
+	}
+}
+
+// waitCondition waits until the AddonResizer's InPlaceResized condition has
+// status and reason, and returns it.
+func waitCondition(t *testing.T, cp *framework.ControlPlane, ns, name string, status metav1.ConditionStatus, reason string) *scaleplanev1alpha1.AddonResizer {
+	t.Helper()
+	var ar *scaleplanev1alpha1.AddonResizer
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if ar, err = cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized)
+		if c == nil {
+			return false, nil
+		}
+		last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		return c.Status == status && c.Reason == reason, nil
+	})
+	if err != nil {
+		t.Fatalf("InPlaceResized of %s is not %s %s: %v; last: %s", name, status, reason, err, last)
+	}
+	return ar
+}
+
+func createStatefulSet(t *testing.T, cp *framework.ControlPlane, ns, name string) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Selector: selector(name), Template: podSpec(name, 1)},
+	}
+	if _, err := cp.KubeClient().AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createDaemonSet(t *testing.T, cp *framework.ControlPlane, ns, name string) {
+	t.Helper()
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       appsv1.DaemonSetSpec{Selector: selector(name), Template: podSpec(name, 1)},
+	}
+	if _, err := cp.KubeClient().AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInPlaceDeployment: a Deployment's running pods are resized through
+// pods/resize, none recreated and the template unchanged; a pod created
+// afterwards runs at the current size; a bigger cluster resizes them all
+// again in place.
+func TestInPlaceDeployment(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := roomyNode + "-" + ns
+	createNode(t, cp, node)
+	createDeployment(t, cp, ns, "addon")
+	uids := createPods(t, cp, ns, "addon", node, 0, 3, nil)
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	ar := waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
+	if ar.Status.InPlace == nil || ar.Status.InPlace.Pods != 3 || ar.Status.InPlace.AtSize != 3 {
+		t.Errorf("status.inPlace %+v, want 3 pods at size", ar.Status.InPlace)
+	}
+	waitEventMessage(t, cp, ns, "addon", "Resized", "in place")
+
+	// Scale-up: a pod created from the template starts at its size and is
+	// resized once it runs.
+	for name, uid := range createPods(t, cp, ns, "addon", node, 3, 1, nil) {
+		uids[name] = uid
+	}
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+
+	// The cluster grows: every pod is resized again, in place.
+	createNode(t, cp, roomyNode+"-"+ns+"-2")
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
+}
+
+// TestInPlaceStatefulSetAndDaemonSet: the other two kinds are resized in
+// place the same way, none of their pods recreated.
+func TestInPlaceStatefulSetAndDaemonSet(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := roomyNode + "-" + ns
+	createNode(t, cp, node)
+	createStatefulSet(t, cp, ns, "store")
+	createDaemonSet(t, cp, ns, "agent")
+	storeUIDs := createPods(t, cp, ns, "store", node, 0, 2, nil)
+	agentUIDs := createPods(t, cp, ns, "agent", node, 0, 1, nil)
+	createResizer(t, cp, inPlaceResizer(ns, "store", scaleplanev1alpha1.TargetKindStatefulSet))
+	createResizer(t, cp, inPlaceResizer(ns, "agent", scaleplanev1alpha1.TargetKindDaemonSet))
+	waitPodsSized(t, cp, ns, "store", scaleplanev1alpha1.TargetKindStatefulSet, storeUIDs)
+	waitPodsSized(t, cp, ns, "agent", scaleplanev1alpha1.TargetKindDaemonSet, agentUIDs)
+	waitCondition(t, cp, ns, "store", metav1.ConditionTrue, "AtSize")
+	waitCondition(t, cp, ns, "agent", metav1.ConditionTrue, "AtSize")
+}
+
+// TestInPlaceDeferredPaced: a node without room defers the resize; it is
+// reported (condition, Warning event), and only two pods are resized at a
+// time, so the third is not taken into a pending state.
+func TestInPlaceDeferredPaced(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := fullNode + "-" + ns
+	createNode(t, cp, node)
+	createDeployment(t, cp, ns, "addon")
+	createPods(t, cp, ns, "addon", node, 0, 3, nil)
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+
+	ar := waitCondition(t, cp, ns, "addon", metav1.ConditionFalse, "Deferred")
+	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, kubeletMessage) {
+		t.Errorf("the condition does not carry the kubelet's message: %s", c.Message)
+	}
+	waitEvent(t, cp, ns, "addon", "Deferred")
+	pods, err := cp.KubeClient().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=addon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resized := 0
+	for _, p := range pods.Items {
+		if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("5m")) != 0 {
+			resized++
+		}
+	}
+	if resized != 2 {
+		t.Errorf("%d of 3 pods resized while their node defers, want 2 (the pacing)", resized)
+	}
+}
+
+// TestInPlaceInfeasible: a node that can never fit the size: reported
+// (condition, Warning event), abandoned at that size.
+func TestInPlaceInfeasible(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := tooSmallNode + "-" + ns
+	createNode(t, cp, node)
+	createDeployment(t, cp, ns, "addon")
+	createPods(t, cp, ns, "addon", node, 0, 1, nil)
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+	ar := waitCondition(t, cp, ns, "addon", metav1.ConditionFalse, "Infeasible")
+	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, "abandoned") || !strings.Contains(c.Message, node) {
+		t.Errorf("the condition does not say the node and that the resize is abandoned: %s", c.Message)
+	}
+	waitEvent(t, cp, ns, "addon", "Infeasible")
+}
+
+// TestInPlaceRestartContainer: a container whose resize policy for memory
+// is RestartContainer is resized in the same pod, restarted by its kubelet
+// as the user chose.
+func TestInPlaceRestartContainer(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := roomyNode + "-" + ns
+	createNode(t, cp, node)
+	createDeployment(t, cp, ns, "addon")
+	uids := createPods(t, cp, ns, "addon", node, 0, 1, func(spec *corev1.PodSpec) {
+		spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{
+			{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+			{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+		}
+	})
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	p, err := cp.KubeClient().CoreV1().Pods(ns).Get(context.Background(), "addon-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Status.ContainerStatuses[0].RestartCount; n != 1 {
+		t.Errorf("restart count %d, want 1 (memory resized with RestartContainer)", n)
+	}
+	if got := p.Spec.Containers[0].ResizePolicy; len(got) != 2 || got[1].RestartPolicy != corev1.RestartContainer {
+		t.Errorf("resize policy %v was changed", got)
+	}
+}
+
+// TestInPlaceQoSChangeRejected: the API server refuses a resize that would
+// change the pod's QoS class (a Guaranteed pod whose requests alone would
+// be raised); the refusal is reported, not retried in a loop.
+func TestInPlaceQoSChangeRejected(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	node := roomyNode + "-" + ns
+	createNode(t, cp, node)
+	guaranteed := func(spec *corev1.PodSpec) {
+		r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
+	}
+	tmpl := podSpec("addon", 1)
+	guaranteed(&tmpl.Spec)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "addon", Namespace: ns},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: selector("addon"), Template: tmpl},
+	}
+	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPods(t, cp, ns, "addon", node, 0, 1, guaranteed)
+	// setLimits false: requests below the limits make the pod Burstable.
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+	ar := waitCondition(t, cp, ns, "addon", metav1.ConditionFalse, "ResizeRejected")
+	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, "QOS") {
+		t.Errorf("the condition does not carry the API server's reason: %s", c.Message)
+	}
+	waitEvent(t, cp, ns, "addon", "ResizeRejected")
+}
+
+// waitEventMessage waits for an event of reason on object whose message
+// contains text.
+func waitEventMessage(t *testing.T, cp *framework.ControlPlane, ns, object, reason, text string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			seen = append(seen, e.Reason+": "+e.Message)
+			if e.InvolvedObject.Name == object && e.Reason == reason && strings.Contains(e.Message, text) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event on %s saying %q; events:\n%s", reason, object, text, strings.Join(seen, "\n"))
+	}
+}
+
+// TestInPlaceOnKwok: on a kwok node, whose kubelet kwok emulates with its
+// published pod stages and the project's hack/kwok/pod-resize.yaml (which
+// reports the containers' resources and applies each resize), a pod is
+// resized in place: same uid, the new size in its status.
+func TestInPlaceOnKwok(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	ctx := context.Background()
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	node := "kwok-inplace-" + ns
+	if err := cp.CreateFakeNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.KubeClient().CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	})
+	createDeployment(t, cp, ns, "addon")
+	uids := createPods(t, cp, ns, "addon", node, 0, 2, nil)
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
+}
