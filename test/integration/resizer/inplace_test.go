@@ -35,7 +35,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,19 +106,12 @@ func kubeletStatus(pod *corev1.Pod) (corev1.PodStatus, bool) {
 		status.ObservedGeneration = pod.Generation
 		return status, true
 	}
-	if applied(pod) {
-		if status.ObservedGeneration == pod.Generation {
-			return status, false
-		}
-		status.ObservedGeneration = pod.Generation
-		return status, true
-	}
-	// A resize: the spec's resources are not those the status reports.
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodResizePending && c.ObservedGeneration == pod.Generation {
-			// Answered already.
-			return status, false
-		}
+	// The API server bumps a pod's generation on every change of its spec,
+	// a resize included; the status's observedGeneration says which one
+	// was answered. Comparing resources instead would loop: the API server
+	// normalizes what the kubelet reports.
+	if status.ObservedGeneration == pod.Generation {
+		return status, false
 	}
 	status.ObservedGeneration = pod.Generation
 	status.Conditions = nil
@@ -149,18 +141,6 @@ func kubeletStatus(pod *corev1.Pod) (corev1.PodStatus, bool) {
 		cs.Resources = c.Resources.DeepCopy()
 	}
 	return status, true
-}
-
-// applied reports whether every container's spec resources are those its
-// status reports.
-func applied(pod *corev1.Pod) bool {
-	for i, c := range pod.Spec.Containers {
-		if i >= len(pod.Status.ContainerStatuses) || pod.Status.ContainerStatuses[i].Resources == nil ||
-			!equality.Semantic.DeepEqual(c.Resources, *pod.Status.ContainerStatuses[i].Resources) {
-			return false
-		}
-	}
-	return true
 }
 
 // restarts reports whether applying c's resources restarts it: a resource
