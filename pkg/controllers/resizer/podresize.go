@@ -312,7 +312,9 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
 			msg := err.Error()
 			if apierrors.IsForbidden(err) {
-				msg = "grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace + ": " + msg
+				// RBAC's answer, or an admission's: the API server also
+				// refuses a resize the node's allocatable cannot hold.
+				msg = "forbidden (if by RBAC, grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace + "): " + msg
 			}
 			rej.add(key, a.pod.UID, sizeKey, msg)
 			a.state, a.message = podRejected, msg

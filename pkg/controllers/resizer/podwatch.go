@@ -150,10 +150,20 @@ func (p *podWatches) startLocked(ctx context.Context, key cache.ObjectName, name
 		logger.Error(err, "Registering the pod event handler")
 	}
 	runCtx, cancel := context.WithCancel(p.base)
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
 		informer.RunWithContext(runCtx)
+	}()
+	// A sync after the cache has synced: the handlers' adds of the first
+	// list may each be synced while HasSynced is still false (they run as
+	// the list is popped), and pods that are already running send no
+	// further events, so the last of those syncs would otherwise be the last.
+	go func() {
+		defer p.wg.Done()
+		if cache.WaitForCacheSync(runCtx.Done(), informer.HasSynced) {
+			p.enqueue(key)
+		}
 	}()
 	return &podWatch{namespace: namespace, selector: sel, container: container, informer: informer, cancel: cancel}
 }

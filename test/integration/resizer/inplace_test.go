@@ -300,7 +300,7 @@ func TestInPlaceDeployment(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := roomyNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	createDeployment(t, cp, ns, "addon")
 	uids := createPods(t, cp, ns, "addon", node, 0, 3, nil)
 	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
@@ -320,7 +320,7 @@ func TestInPlaceDeployment(t *testing.T) {
 	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
 
 	// The cluster grows: every pod is resized again, in place.
-	createNode(t, cp, roomyNode+"-"+ns+"-2")
+	createNodeWithRoom(t, cp, roomyNode+"-"+ns+"-2")
 	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
 	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
 }
@@ -333,7 +333,7 @@ func TestInPlaceStatefulSetAndDaemonSet(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := roomyNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	createStatefulSet(t, cp, ns, "store")
 	createDaemonSet(t, cp, ns, "agent")
 	storeUIDs := createPods(t, cp, ns, "store", node, 0, 2, nil)
@@ -355,7 +355,7 @@ func TestInPlaceDeferredPaced(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := fullNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	createDeployment(t, cp, ns, "addon")
 	createPods(t, cp, ns, "addon", node, 0, 3, nil)
 	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
@@ -388,7 +388,7 @@ func TestInPlaceInfeasible(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := tooSmallNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	createDeployment(t, cp, ns, "addon")
 	createPods(t, cp, ns, "addon", node, 0, 1, nil)
 	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
@@ -408,7 +408,7 @@ func TestInPlaceRestartContainer(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := roomyNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	createDeployment(t, cp, ns, "addon")
 	uids := createPods(t, cp, ns, "addon", node, 0, 1, func(spec *corev1.PodSpec) {
 		spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{
@@ -439,7 +439,7 @@ func TestInPlaceQoSChangeRejected(t *testing.T) {
 	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
 	kubelet(t, cp, ns)
 	node := roomyNode + "-" + ns
-	createNode(t, cp, node)
+	createNodeWithRoom(t, cp, node)
 	guaranteed := func(spec *corev1.PodSpec) {
 		r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 		spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}
@@ -508,4 +508,29 @@ func TestInPlaceOnKwok(t *testing.T) {
 	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
 	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
 	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
+}
+
+// createNodeWithRoom creates a plain Node, as createNode does, with room in
+// its status: the API server refuses a resize that does not fit the node's
+// allocatable resources ("node didn't have enough allocatable resources")
+// before any kubelet sees it, so the emulated kubelets' nodes say what a
+// real kubelet would report.
+func createNodeWithRoom(t *testing.T, cp *framework.ControlPlane, name string) {
+	t.Helper()
+	createNode(t, cp, name)
+	ctx := context.Background()
+	node, err := cp.KubeClient().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("4"),
+		corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		"example.com/gpu":     resource.MustParse("8"),
+	}
+	node.Status.Capacity, node.Status.Allocatable = room, room.DeepCopy()
+	if _, err := cp.KubeClient().CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
