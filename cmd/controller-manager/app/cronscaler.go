@@ -18,20 +18,14 @@ package app
 
 import (
 	"context"
-	"time"
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/controllers/cronscaler"
-	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
-	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
-	autoscalinginformers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
-	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/internalinterfaces"
 )
 
 // newCronScalerControllerDescriptor describes the cron-scaler. Its alias is
@@ -59,7 +53,7 @@ func newCronScalerControllerDescriptor() *ControllerDescriptor {
 // the CRD is Karmada's, which stores neither of scaleplane's added fields.
 func newCronScalerController(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
 	return cronscaler.NewController(ctx, cronscaler.Config{
-		Informer:   cronInformer(controllerCtx.ScaleplaneInformerFactory),
+		Informer:   controllerCtx.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs(),
 		Client:     controllerCtx.Unbounded.Client,
 		KubeClient: controllerCtx.Unbounded.KubeClient,
 		Scales:     controllerCtx.Unbounded.ScaleClient,
@@ -73,19 +67,6 @@ func newCronScalerController(ctx context.Context, controllerCtx ControllerContex
 		HPAs:          controllerCtx.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer(),
 		FederatedHPAs: federatedHPAInformer(ctx, controllerCtx),
 	})
-}
-
-// cronInformer is the factory's CronFederatedHPA informer without the
-// namespace index the factory adds by default: the cron-scaler reads objects
-// by key only, and at 100,000 objects the index is megabytes. (A List by
-// namespace would still work, by a scan.)
-func cronInformer(factory externalversions.SharedInformerFactory) autoscalinginformers.CronFederatedHPAInformer {
-	factory.InformerFor(&autoscalingv1alpha1.CronFederatedHPA{}, func(client versioned.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return autoscalinginformers.NewCronFederatedHPAInformerWithOptions(client, metav1.NamespaceAll, internalinterfaces.InformerOptions{
-			ResyncPeriod: resync, Indexers: cache.Indexers{}, InformerName: factory.InformerName(),
-		})
-	})
-	return factory.Autoscaling().V1alpha1().CronFederatedHPAs()
 }
 
 // federatedHPAInformer returns the FederatedHPA informer if the API server
