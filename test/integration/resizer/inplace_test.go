@@ -487,29 +487,6 @@ func waitEventMessage(t *testing.T, cp *framework.ControlPlane, ns, object, reas
 	}
 }
 
-// TestInPlaceOnKwok: on a kwok node, whose kubelet kwok emulates with its
-// published pod stages and the project's hack/kwok/pod-resize.yaml (which
-// reports the containers' resources and applies each resize), a pod is
-// resized in place: same uid, the new size in its status.
-func TestInPlaceOnKwok(t *testing.T) {
-	cp := framework.Get(t)
-	ns := cp.CreateNamespace(t)
-	ctx := context.Background()
-	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
-	node := "kwok-inplace-" + ns
-	if err := cp.CreateFakeNode(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.KubeClient().CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-	})
-	createDeployment(t, cp, ns, "addon")
-	uids := createPods(t, cp, ns, "addon", node, 0, 2, nil)
-	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
-	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
-	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
-}
-
 // createNodeWithRoom creates a plain Node, as createNode does, with room in
 // its status: the API server refuses a resize that does not fit the node's
 // allocatable resources ("node didn't have enough allocatable resources")
