@@ -216,7 +216,7 @@ func TestLifecycle(t *testing.T) {
 	// Without minReplicas: 1.
 	lws := createLWS(t, cp, leaderWorkerSet(ns, "llm", &lwsv1.ScalePolicy{MaxReplicas: 4, Metrics: []autoscalingv2.MetricSpec{cpuMetric(60)}}))
 	waitHPA(t, cp, ns, "llm", generated(lws, 1, 4, 60))
-	waitEvent(t, cp, ns, "llm", "HPACreated", "llm")
+	cp.WaitForEvent(t, ns, "llm", "HPACreated", "llm", waitTimeout)
 
 	// Each policy field.
 	updateLWS(t, cp, ns, "llm", func(l *lwsv1.LeaderWorkerSet) {
@@ -250,7 +250,7 @@ func TestLifecycle(t *testing.T) {
 	// Empty metrics: no autoscaling, the HPA goes.
 	updateLWS(t, cp, ns, "llm", func(l *lwsv1.LeaderWorkerSet) { l.Spec.ScalePolicy.Metrics = nil })
 	waitHPA(t, cp, ns, "llm", hpaGone)
-	waitEvent(t, cp, ns, "llm", "HPADeleted", "llm")
+	cp.WaitForEvent(t, ns, "llm", "HPADeleted", "llm", waitTimeout)
 
 	// Back, then the whole policy removed.
 	updateLWS(t, cp, ns, "llm", func(l *lwsv1.LeaderWorkerSet) { l.Spec.ScalePolicy.Metrics = []autoscalingv2.MetricSpec{cpuMetric(70)} })
@@ -293,7 +293,7 @@ func TestConflicts(t *testing.T) {
 	}
 	policy := &lwsv1.ScalePolicy{MaxReplicas: 4, Metrics: []autoscalingv2.MetricSpec{cpuMetric(60)}}
 	taken := createLWS(t, cp, leaderWorkerSet(ns, "taken", policy))
-	waitEvent(t, cp, ns, "taken", "HPAConflict", "taken")
+	cp.WaitForEvent(t, ns, "taken", "HPAConflict", "taken", waitTimeout)
 	before := writes(t, m)
 	// The event says a sync left the HPA alone; once every sync queued by
 	// then has run, nothing may have changed.
@@ -327,7 +327,7 @@ func TestConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	createLWS(t, cp, leaderWorkerSet(ns, "second", policy))
-	waitEvent(t, cp, ns, "second", "HPATargetConflict", "hand-made")
+	cp.WaitForEvent(t, ns, "second", "HPATargetConflict", "hand-made", waitTimeout)
 	waitIdle(t, m)
 	if _, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "second", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a second HPA was created for a LeaderWorkerSet that already had one (err %v)", err)

@@ -80,7 +80,7 @@ func TestPlainOwnerReferenceIsNotOurs(t *testing.T) {
 	updateLWS(t, cp, ns, "tool", func(l *lwsv1.LeaderWorkerSet) {
 		l.Spec.ScalePolicy = &lwsv1.ScalePolicy{MaxReplicas: 4, Metrics: []autoscalingv2.MetricSpec{cpuMetric(60)}}
 	})
-	waitEvent(t, cp, ns, "tool", "HPAConflict", "not controlled by it")
+	cp.WaitForEvent(t, ns, "tool", "HPAConflict", "not controlled by it", waitTimeout)
 	got, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "tool", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

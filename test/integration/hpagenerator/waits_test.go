@@ -23,35 +23,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
-
-// waitEvent waits for an event with reason on the named object whose message
-// contains want.
-func waitEvent(t *testing.T, cp *framework.ControlPlane, ns, object, reason, want string) {
-	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		seen = seen[:0]
-		for _, e := range events.Items {
-			seen = append(seen, e.Reason+": "+e.Message)
-			if e.InvolvedObject.Name == object && e.Reason == reason && strings.Contains(e.Message, want) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s event on %s mentioning %q; events: %v", reason, object, want, seen)
-	}
-}
 
 // waitIdle waits until the generator has finished every sync it was asked
 // for: each key added to its queue has been taken and done. A test that

@@ -310,7 +310,7 @@ func TestInPlaceDeployment(t *testing.T) {
 	if ar.Status.InPlace == nil || ar.Status.InPlace.Pods != 3 || ar.Status.InPlace.AtSize != 3 {
 		t.Errorf("status.inPlace %+v, want 3 pods at size", ar.Status.InPlace)
 	}
-	waitEventMessage(t, cp, ns, "addon", "Resized", "in place")
+	cp.WaitForEvent(t, ns, "addon", "Resized", "in place", waitTimeout)
 
 	// Scale-up: a pod created from the template starts at its size and is
 	// resized once it runs.
@@ -364,7 +364,7 @@ func TestInPlaceDeferredPaced(t *testing.T) {
 	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, kubeletMessage) {
 		t.Errorf("the condition does not carry the kubelet's message: %s", c.Message)
 	}
-	waitEvent(t, cp, ns, "addon", "Deferred")
+	cp.WaitForEvent(t, ns, "addon", "Deferred", "", waitTimeout)
 	pods, err := cp.KubeClient().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=addon"})
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +396,7 @@ func TestInPlaceInfeasible(t *testing.T) {
 	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, "abandoned") || !strings.Contains(c.Message, node) {
 		t.Errorf("the condition does not say the node and that the resize is abandoned: %s", c.Message)
 	}
-	waitEvent(t, cp, ns, "addon", "Infeasible")
+	cp.WaitForEvent(t, ns, "addon", "Infeasible", "", waitTimeout)
 }
 
 // TestInPlaceRestartContainer: a container whose resize policy for memory
@@ -460,31 +460,7 @@ func TestInPlaceQoSChangeRejected(t *testing.T) {
 	if c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized); !strings.Contains(c.Message, "QOS") {
 		t.Errorf("the condition does not carry the API server's reason: %s", c.Message)
 	}
-	waitEvent(t, cp, ns, "addon", "ResizeRejected")
-}
-
-// waitEventMessage waits for an event of reason on object whose message
-// contains text.
-func waitEventMessage(t *testing.T, cp *framework.ControlPlane, ns, object, reason, text string) {
-	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		seen = seen[:0]
-		for _, e := range events.Items {
-			seen = append(seen, e.Reason+": "+e.Message)
-			if e.InvolvedObject.Name == object && e.Reason == reason && strings.Contains(e.Message, text) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s event on %s saying %q; events:\n%s", reason, object, text, strings.Join(seen, "\n"))
-	}
+	cp.WaitForEvent(t, ns, "addon", "ResizeRejected", "", waitTimeout)
 }
 
 // createNodeWithRoom creates a plain Node, as createNode does, with room in

@@ -266,7 +266,7 @@ func TestNodeProportional(t *testing.T) {
 	if err != nil {
 		t.Errorf("status: clusterSize %v observedGeneration %d (generation %d), want size %d: %v", ptr.Deref(ar.Status.ClusterSize, -1), ar.Status.ObservedGeneration, ar.Generation, first+2, err)
 	}
-	waitEvent(t, cp, ns, "addon", "Resized")
+	cp.WaitForEvent(t, ns, "addon", "Resized", "", waitTimeout)
 }
 
 // TestContainerProportional: pods added and completed change the requests;
@@ -440,7 +440,7 @@ func TestSetLimitsFalseCapsAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UpToDate is not False/CappedAtLimit naming the limit: %v; conditions: %s", err, last)
 	}
-	waitEvent(t, cp, ns, "capped", "CappedAtLimit")
+	cp.WaitForEvent(t, ns, "capped", "CappedAtLimit", "", waitTimeout)
 }
 
 func conditionTrue(conditions []metav1.Condition, typ string) bool {
@@ -450,26 +450,4 @@ func conditionTrue(conditions []metav1.Condition, typ string) bool {
 		}
 	}
 	return false
-}
-
-func waitEvent(t *testing.T, cp *framework.ControlPlane, ns, object, reason string) {
-	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		seen = seen[:0]
-		for _, e := range events.Items {
-			seen = append(seen, e.Reason+": "+e.Message)
-			if e.InvolvedObject.Name == object && e.Reason == reason {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s event on %s; events:\n%s", reason, object, strings.Join(seen, "\n"))
-	}
 }
