@@ -50,6 +50,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -73,6 +74,9 @@ type config struct {
 	limitConc  int
 	profileDir string
 	setupRate  int
+	// memoryLimit, when set, runs the controller manager under that memory
+	// limit, as in a pod (see memoryCgroup).
+	memoryLimit resource.Quantity
 }
 
 func main() {
@@ -86,7 +90,17 @@ func main() {
 	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
 	flag.StringVar(&cfg.profileDir, "profile", "", "a directory to save the controller manager's heap profiles (idle, last target, all statuses) and a CPU profile of the burst in; passes --profiling")
 	flag.IntVar(&cfg.setupRate, "setup-rate", 150, "CronFederatedHPAs per second the slot allows for their creation and first status writes (lower it on a loaded machine: at 100,000 the setup took 11 minutes with other builds running)")
+	var memoryLimit string
+	flag.StringVar(&memoryLimit, "memory-limit", "", "run the controller manager in a memory cgroup with this limit (e.g. 512Mi), seen by it as a container's limit, as the chart's resources.limits.memory sets it (needs root)")
 	flag.Parse()
+	if memoryLimit != "" {
+		q, err := resource.ParseQuantity(memoryLimit)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "-memory-limit: %v\n", err)
+			os.Exit(2)
+		}
+		cfg.memoryLimit = q
+	}
 	cfg.managerArg = strings.Fields(extra)
 	if err := run(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
@@ -155,7 +169,16 @@ func run(cfg config) error {
 	if cfg.profileDir != "" {
 		args = append(args, "--profiling")
 	}
-	manager, err := framework.StartProcess(cp.Dir(), "controller-manager", bin, args)
+	command, commandArgs := bin, args
+	var cgroup *memoryCgroup
+	if !cfg.memoryLimit.IsZero() {
+		if cgroup, err = newMemoryCgroup(cfg.memoryLimit.Value()); err != nil {
+			return err
+		}
+		defer cgroup.remove()
+		command, commandArgs = cgroup.wrap(bin, args)
+	}
+	manager, err := framework.StartProcess(cp.Dir(), "controller-manager", command, commandArgs)
 	if err != nil {
 		return err
 	}
@@ -280,6 +303,10 @@ func run(cfg config) error {
 	fmt.Printf("machine: %s\n", benchutil.Machine())
 	fmt.Printf("load average (1, 5, 15 min): at start %s; at the slot %s; before the limit run %s\n", load0, loadAtSlot, limitLoad)
 	fmt.Printf("controller manager args: %v\n", cfg.managerArg)
+	if cgroup != nil {
+		fmt.Printf("controller manager memory limit: %s\n", cgroup.report())
+		fmt.Printf("controller manager log: %s\n", limitLogLines(manager.LogPath()))
+	}
 	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
 	fmt.Printf("applied: %d of %d\n", len(skews), cfg.n)
 	if len(skews) > 0 {

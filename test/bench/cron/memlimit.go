@@ -1,0 +1,141 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// memoryCgroup runs the controller manager the way a pod with a memory limit
+// runs it: in a memory cgroup of its own with that limit, which the process
+// sees as the root of its /sys/fs/cgroup (a bind mount in a mount namespace of
+// its own, as container runtimes set it up). The manager then reads the limit
+// where it reads it in a container, and sets its Go soft memory limit from it
+// (cmd/controller-manager/app/memory.go): what is measured is the production
+// path under the limit a user sets, not an environment variable of the
+// benchmark's. It needs root and cgroup v1's memory controller or cgroup v2.
+type memoryCgroup struct {
+	// dir is the cgroup's directory; mount is where the process sees it.
+	dir, mount string
+	v2         bool
+	limit      int64
+}
+
+// newMemoryCgroup makes a memory cgroup with the limit, in bytes.
+func newMemoryCgroup(limit int64) (*memoryCgroup, error) {
+	name := fmt.Sprintf("scaleplane-bench-%d", os.Getpid())
+	m := &memoryCgroup{limit: limit}
+	switch {
+	case exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+		m.mount = "/sys/fs/cgroup/memory"
+	case exists("/sys/fs/cgroup/cgroup.controllers"):
+		m.mount, m.v2 = "/sys/fs/cgroup", true
+	default:
+		return nil, errors.New("-memory-limit needs a cgroup v1 memory controller at /sys/fs/cgroup/memory or cgroup v2 at /sys/fs/cgroup")
+	}
+	m.dir = filepath.Join(m.mount, name)
+	if err := os.Mkdir(m.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("making the cgroup for -memory-limit (run as root): %w", err)
+	}
+	limitFile := "memory.limit_in_bytes"
+	if m.v2 {
+		limitFile = "memory.max"
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		m.remove()
+		return nil, fmt.Errorf("setting the cgroup's memory limit: %w", err)
+	}
+	return m, nil
+}
+
+// wrap returns the command that runs binary with args inside the cgroup:
+// unshare gives the shell a mount namespace of its own, the shell moves
+// itself into the cgroup, bind-mounts the cgroup over the process's view of
+// the hierarchy and execs the binary, which keeps the shell's pid.
+func (m *memoryCgroup) wrap(binary string, args []string) (string, []string) {
+	const script = `cg=$1; mnt=$2; shift 2; echo $$ > "$cg/cgroup.procs" && mount --bind "$cg" "$mnt" && exec "$@"`
+	return "unshare", append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", m.dir, m.mount, binary}, args...)
+}
+
+// report says what the kernel saw of the cgroup: its peak usage (which
+// counts page cache too, such as the manager's log) and how often it hit
+// the limit or killed a process for it.
+func (m *memoryCgroup) report() string {
+	if m.v2 {
+		return fmt.Sprintf("cgroup v2 limit %s; peak %s; events: %s", mib(m.limit), m.readMiB("memory.peak"),
+			strings.Join(strings.Fields(m.read("memory.events")), " "))
+	}
+	oom := "unknown"
+	for _, line := range strings.Split(m.read("memory.oom_control"), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			oom = v
+		}
+	}
+	return fmt.Sprintf("cgroup v1 limit %s; peak usage (with page cache) %s; times at the limit (failcnt) %s; OOM kills %s",
+		mib(m.limit), m.readMiB("memory.max_usage_in_bytes"), m.read("memory.failcnt"), oom)
+}
+
+// remove removes the cgroup once its process has ended.
+func (m *memoryCgroup) remove() {
+	if err := os.Remove(m.dir); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the cgroup %s: %v\n", m.dir, err)
+	}
+}
+
+// limitLogLines says whether the manager saw the limit (it logs the soft
+// limit it set) and how often it warned of memory near it.
+func limitLogLines(logPath string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	saw := "did not log a soft memory limit (it did not see the cgroup's)"
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "Set the Go runtime's soft memory limit") {
+			saw = line[strings.Index(line, "Set the Go"):]
+		}
+	}
+	return fmt.Sprintf("%s; memory warnings: %d", saw, strings.Count(string(data), "memory in use is near the container's limit"))
+}
+
+func (m *memoryCgroup) read(file string) string {
+	data, err := os.ReadFile(filepath.Join(m.dir, file))
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func (m *memoryCgroup) readMiB(file string) string {
+	n, err := strconv.ParseInt(m.read(file), 10, 64)
+	if err != nil {
+		return "unknown"
+	}
+	return mib(n)
+}
+
+func mib(bytes int64) string { return fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)) }
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
