@@ -45,6 +45,7 @@ const (
 	reasonInfeasible    = "Infeasible"
 	reasonResizeError   = "ResizeError"
 	reasonResizeReject  = "ResizeRejected"
+	reasonUnreported    = "ResourcesNotReported"
 )
 
 // inPlaceWarningReasons are the reasons of InPlaceResized=False that are
@@ -287,6 +288,15 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 	if a, ok := survey.first(podDeferred); ok {
 		set(metav1.ConditionFalse, reasonDeferred, fmt.Sprintf("The kubelet of node %s deferred the resize of pod %s to %s until the node has room (%d of %d pods Deferred; at most %d pods are resized at a time): %s",
 			a.pod.Spec.NodeName, a.pod.Name, size, survey.count(podDeferred), total, maxResizesInFlight, a.message))
+		return
+	}
+	if a, ok := survey.first(podUnreported); ok {
+		// No Warning event: kwok's stages, unlike a kubelet, report the
+		// resources a moment after the pod runs, and a warning for every
+		// pod start would be noise. A node that never reports them keeps
+		// this condition.
+		set(metav1.ConditionFalse, reasonUnreported, fmt.Sprintf("The kubelet of node %s reports no resources for the running containers of pod %s (%d of %d pods), so the API server would refuse to resize it: the node does not resize in place (a kubelet before 1.33, or InPlacePodVerticalScaling off), or has not reported them yet; it is resized to %s once it does",
+			a.pod.Spec.NodeName, a.pod.Name, survey.count(podUnreported), total, size))
 		return
 	}
 	if total == 0 {

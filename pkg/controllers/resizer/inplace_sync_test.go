@@ -279,3 +279,63 @@ func TestInPlaceRejectedNotRetried(t *testing.T) {
 		t.Errorf("events %q after the first refusal", events)
 	}
 }
+
+// TestInPlaceWaitsForReportedResources: a pod that runs before its kubelet
+// reports its containers' resources is not resized yet. The API server
+// would refuse it ("Pod running on node without support for resize"), and
+// a refused resize is not sent again at that size, so the pod would keep
+// its old size for good. kwok's pod stages report a running container
+// first and its resources a moment later: TestInPlaceOnKwok lost a pod to
+// that. The pod is resized once its resources are reported.
+func TestInPlaceWaitsForReportedResources(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	pod := addonPod("addon-a", start)
+	pod.Status.ContainerStatuses[0].Resources = nil
+	pod.Status.ContainerStatuses[0].State.Running = &corev1.ContainerStateRunning{}
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), pod)
+	h.podsFromClientset()
+	h.setNodes(2)
+	// The API server's check of a resize (kube-apiserver 1.37,
+	// isPodResizeRequestSupported): the first running container must
+	// report its resources.
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		name := a.(clienttesting.PatchAction).GetName()
+		obj, err := h.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), ns, name)
+		if err != nil {
+			return true, nil, err
+		}
+		for _, cs := range obj.(*corev1.Pod).Status.ContainerStatuses {
+			if cs.State.Running == nil {
+				continue
+			}
+			if cs.Resources == nil {
+				return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, name,
+					field.ErrorList{field.Forbidden(field.NewPath("spec"), "Pod running on node without support for resize")})
+			}
+			break
+		}
+		return false, nil, nil
+	})
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v before the kubelet reported the resources: the API server refuses that", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonUnreported)
+	h.expectEvents("Normal Resized")
+
+	// The kubelet reports them: a pod event, a sync, the resize.
+	h.kubeletAnswers("apply", "addon-a")
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v once the resources were reported, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+	h.expectEvents()
+}

@@ -64,9 +64,16 @@ const (
 	// podRejected: the API server refused the resize (422, 403, 400);
 	// abandoned at this size.
 	podRejected podState = "rejected"
+	// podUnreported: the pod's spec is not the size, but its kubelet reports
+	// no resources for its running containers, so the API server would
+	// refuse the resize ("Pod running on node without support for
+	// resize"). Its node does not resize in place, or its kubelet has not
+	// reported them yet (kwok's stages report them a moment after the pod
+	// runs); it is resized once they are reported, which is a pod event.
+	podUnreported podState = "unreported"
 )
 
-var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected}
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported}
 
 // inFlight reports whether a pod in state s holds a place of the pacing.
 // A Deferred pod does: the node has no room, and resizing more pods on its
@@ -144,6 +151,11 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 	a := podAnswer{pod: pod}
 	if !size.matches(spec) {
 		a.state = podOutdated
+		if !resourcesReported(pod) {
+			// Sent now, the resize would be refused, and a refusal is not
+			// retried at this size: wait for the kubelet's status.
+			a.state = podUnreported
+		}
 		return a, true
 	}
 	var applied *corev1.ResourceRequirements
@@ -183,6 +195,20 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		}
 	}
 	return a, true
+}
+
+// resourcesReported reports whether the API server accepts a resize of pod
+// as far as its kubelet is concerned: as kube-apiserver's
+// isPodResizeRequestSupported decides it (Kubernetes 1.33 to 1.37), the
+// first running container in status.containerStatuses reports its
+// resources, or no container runs yet.
+func resourcesReported(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			return cs.Resources != nil
+		}
+	}
+	return true
 }
 
 // rejections remembers, per AddonResizer, the pods whose resize to a size

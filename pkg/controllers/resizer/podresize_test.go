@@ -87,6 +87,16 @@ func TestClassify(t *testing.T) {
 	noStatusResources.Status.ContainerStatuses[0].Resources = nil
 	stale := answered(resized(old), corev1.PodResizePending, corev1.PodReasonInfeasible)
 	stale.Generation++
+	// kwok's pod stages report a running container first and its
+	// resources a moment later; a kubelet without in-place resize never.
+	unreported := old.DeepCopy()
+	unreported.Status.ContainerStatuses[0].Resources = nil
+	unreported.Status.ContainerStatuses[0].State.Running = &corev1.ContainerStateRunning{}
+	// Only the first running container counts, as in the API server.
+	sidecarUnreported := old.DeepCopy()
+	sidecarUnreported.Status.ContainerStatuses = append([]corev1.ContainerStatus{{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}, sidecarUnreported.Status.ContainerStatuses...)
+	notRunningYet := old.DeepCopy()
+	notRunningYet.Status.ContainerStatuses[0].Resources = nil
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
@@ -102,6 +112,9 @@ func TestClassify(t *testing.T) {
 		{name: "an answer about an older spec is no answer", pod: stale, want: podResizing},
 		{name: "applied", pod: applied(resized(old)), want: podAtSize},
 		{name: "a kubelet that reports no resources runs the spec", pod: noStatusResources, want: podAtSize},
+		{name: "outdated, its running container reports no resources", pod: unreported, want: podUnreported},
+		{name: "outdated, the first running container reports no resources", pod: sidecarUnreported, want: podUnreported},
+		{name: "outdated, no container running yet", pod: notRunningYet, want: podOutdated},
 		{name: "pending pods are left alone", pod: pending, skip: true},
 		{name: "deleted pods are left alone", pod: deleting, skip: true},
 	}
@@ -270,6 +283,17 @@ func TestResizePodStripsThePod(t *testing.T) {
 	want, _ := classify(pod, containerName, testSize)
 	if a, _ := classify(got, containerName, testSize); a.state != want.state || a.message != want.message {
 		t.Errorf("the stripped pod classifies as %+v, the pod as %+v", a, want)
+	}
+	// Whether the API server would accept a resize depends on the first
+	// running container, which need not be the resizer's.
+	unreported := runningPod("b", "100m", "50Mi")
+	unreported.Status.ContainerStatuses = append([]corev1.ContainerStatus{{Name: "sidecar", Image: "sidecar:1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}, unreported.Status.ContainerStatuses...)
+	stripped := resizePod(unreported, containerName).(*corev1.Pod)
+	if a, _ := classify(stripped, containerName, testSize); a.state != podUnreported {
+		t.Errorf("the stripped pod classifies as %q, want %q: the sidecar's status was lost", a.state, podUnreported)
+	}
+	if cs := stripped.Status.ContainerStatuses; len(cs) != 2 || cs[0].Image != "" {
+		t.Errorf("container statuses %+v, want both, stripped", cs)
 	}
 	if again := resizePod(got, containerName).(*corev1.Pod); !equality.Semantic.DeepEqual(again, got) {
 		t.Errorf("the transform is not idempotent")

@@ -189,7 +189,8 @@ func (p *podWatches) watching(key cache.ObjectName) bool {
 
 // resizePod strips a Pod to what an in-place resize of container reads:
 // identity and labels, node, phase, the one container's resources and
-// resize policy, its status resources, and the two resize conditions. A
+// resize policy, the containers' status resources and whether they run,
+// and the two resize conditions. A
 // full Pod is about 10 KB; this is a few hundred bytes. Anything else (a
 // tombstone) passes unchanged, so the transform is idempotent.
 func resizePod(obj any, container string) any {
@@ -218,13 +219,16 @@ func resizePod(obj any, container string) any {
 			out.Spec.Containers = []corev1.Container{{Name: c.Name, Resources: c.Resources, ResizePolicy: c.ResizePolicy}}
 		}
 	}
+	// Every container's status, in order, with whether it runs and the
+	// resources it reports: the API server accepts a resize only when the
+	// first running one reports them (resourcesReported). The rest only
+	// for the one container.
 	for _, cs := range pod.Status.ContainerStatuses {
+		kept := corev1.ContainerStatus{Name: cs.Name, Resources: cs.Resources, State: corev1.ContainerState{Running: cs.State.Running}}
 		if cs.Name == container {
-			out.Status.ContainerStatuses = []corev1.ContainerStatus{{
-				Name: cs.Name, Resources: cs.Resources, AllocatedResources: cs.AllocatedResources,
-				RestartCount: cs.RestartCount, State: corev1.ContainerState{Running: cs.State.Running},
-			}}
+			kept.AllocatedResources, kept.RestartCount = cs.AllocatedResources, cs.RestartCount
 		}
+		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, kept)
 	}
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodResizePending || cond.Type == corev1.PodResizeInProgress {

@@ -233,7 +233,7 @@ func waitPodsSized(t *testing.T, cp *framework.ControlPlane, ns, app string, kin
 		return len(off) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("the pods of %s were not resized in place: %v; last: %s", app, err, last)
+		t.Fatalf("the pods of %s were not resized in place: %v; last: %s; InPlaceResized: %s", app, err, last, inPlaceResizedOf(cp, ns, app))
 	}
 	tmpl, err := templateOf(context.Background(), cp, ns, app, kind)
 	if err != nil {
@@ -242,6 +242,20 @@ func waitPodsSized(t *testing.T, cp *framework.ControlPlane, ns, app string, kin
 	if cpu := tmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("5m")) != 0 {
 		t.Errorf("InPlace changed the pod template of %s %s (a rollout): cpu request %s", kind, app, cpu.String())
 	}
+}
+
+// inPlaceResizedOf says the InPlaceResized condition of AddonResizer name,
+// for a failure's message.
+func inPlaceResizedOf(cp *framework.ControlPlane, ns, name string) string {
+	ar, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized)
+	if c == nil {
+		return "not set"
+	}
+	return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 }
 
 // waitCondition waits until the AddonResizer's InPlaceResized condition has
@@ -461,6 +475,44 @@ func TestInPlaceQoSChangeRejected(t *testing.T) {
 		t.Errorf("the condition does not carry the API server's reason: %s", c.Message)
 	}
 	cp.WaitForEvent(t, ns, "addon", "ResizeRejected", "", waitTimeout)
+}
+
+// TestInPlaceOnKwok: on a kwok node, whose kubelet kwok emulates with its
+// published pod stages and the project's hack/kwok/pod-resize.yaml (which
+// reports the containers' resources and applies each resize), pods are
+// resized in place: same uids, the new size in their status; and again
+// when the cluster grows. kwok's pod-ready stage makes a pod Running before
+// the resize stage reports its resources, and the API server refuses to
+// resize a pod in between: the resizer waits for them (it once sent the
+// resize, was refused, and left that pod at its old size for good).
+func TestInPlaceOnKwok(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	ctx := context.Background()
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	node := "kwok-inplace-" + ns
+	if err := cp.CreateFakeNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.KubeClient().CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	})
+	createDeployment(t, cp, ns, "addon")
+	createResizer(t, cp, inPlaceResizer(ns, "addon", scaleplanev1alpha1.TargetKindDeployment))
+	uids := createPods(t, cp, ns, "addon", node, 0, 3, nil)
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
+
+	// The cluster grows: kwok answers the second resize of each pod too.
+	grown := "kwok-inplace-" + ns + "-2"
+	if err := cp.CreateFakeNode(ctx, grown); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.KubeClient().CoreV1().Nodes().Delete(context.Background(), grown, metav1.DeleteOptions{})
+	})
+	waitPodsSized(t, cp, ns, "addon", scaleplanev1alpha1.TargetKindDeployment, uids)
+	waitCondition(t, cp, ns, "addon", metav1.ConditionTrue, "AtSize")
 }
 
 // createNodeWithRoom creates a plain Node, as createNode does, with room in
