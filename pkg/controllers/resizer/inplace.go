@@ -46,11 +46,12 @@ const (
 	reasonResizeError   = "ResizeError"
 	reasonResizeReject  = "ResizeRejected"
 	reasonUnreported    = "ResourcesNotReported"
+	reasonConflict      = "ResizeConflict"
 )
 
 // inPlaceWarningReasons are the reasons of InPlaceResized=False that are
 // also Warning events, sent when the condition turns to one of them.
-var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject}
+var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject, reasonConflict}
 
 // inPlace reports whether ar asks for in-place resizes. All three target
 // kinds are resized in place the same way: none of their controllers
@@ -253,8 +254,8 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 	}
 	inPlaceCondition(status, ar, w, s, survey, now)
 	r := result{err: err}
-	if survey.conflict {
-		r.requeue = cacheRetry
+	if survey.conflicts > 0 {
+		r.requeue = conflictBackoff(survey.conflicts)
 	}
 	return r
 }
@@ -283,6 +284,11 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 	if a, ok := survey.first(podError); ok {
 		set(metav1.ConditionFalse, reasonResizeError, fmt.Sprintf("The kubelet of node %s failed to resize pod %s to %s and retries: %s",
 			a.pod.Spec.NodeName, a.pod.Name, size, a.message))
+		return
+	}
+	if a, ok := survey.first(podConflicted); ok {
+		set(metav1.ConditionFalse, reasonConflict, fmt.Sprintf("Pod %s changed between every read and its resize to %s (another writer keeps changing it, or the resizer's pod watch lags); tried again with backoff, up to every %s: %s",
+			a.pod.Name, size, maxConflictBackoff, a.message))
 		return
 	}
 	if a, ok := survey.first(podDeferred); ok {

@@ -18,6 +18,7 @@ package resizer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -338,4 +339,77 @@ func TestInPlaceWaitsForReportedResources(t *testing.T) {
 	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
 	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
 	h.expectEvents()
+}
+
+// TestInPlaceConflictBackoff: a resize that conflicts (the pod changed
+// since the cache showed it) is tried again after 1 s, then 2 s, 4 s, ...
+// up to maxConflictBackoff, not every second for ever; at
+// maxResizeConflicts in a row it is reported once (InPlaceResized False,
+// reason ResizeConflict, a Warning event). When it goes through, the pod
+// is resizing and the backoff is over.
+func TestInPlaceConflictBackoff(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	conflicting := true
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if !conflicting || a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "addon-a", errors.New("the object has been modified"))
+	})
+
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
+		32 * time.Second, 64 * time.Second, 128 * time.Second, 256 * time.Second, maxConflictBackoff, maxConflictBackoff}
+	now := t0
+	for i, w := range want {
+		n := i + 1
+		d := h.syncAt(now, "addon")
+		if d != w {
+			t.Errorf("after conflict %d: sync again in %v, want %v", n, d, w)
+		}
+		events := h.events()
+		var warnings []string
+		for _, e := range events {
+			if strings.HasPrefix(e, "Warning") {
+				warnings = append(warnings, e)
+			}
+		}
+		cond := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized)
+		switch {
+		case n < maxResizeConflicts:
+			if len(warnings) != 0 || cond == nil || cond.Reason != reasonResizing {
+				t.Errorf("after conflict %d: warnings %q, condition %+v; want none and Resizing", n, warnings, cond)
+			}
+		case n == maxResizeConflicts:
+			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning ResizeConflict Pod addon-a changed") {
+				t.Errorf("after conflict %d: warnings %q, want one ResizeConflict", n, warnings)
+			}
+			if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != reasonConflict || !strings.Contains(cond.Message, "5 conflicts in a row") {
+				t.Errorf("after conflict %d: condition %+v, want False ResizeConflict", n, cond)
+			}
+		default:
+			if len(warnings) != 0 || cond == nil || cond.Reason != reasonConflict {
+				t.Errorf("after conflict %d: warnings %q, condition %+v; want no new warning, still ResizeConflict", n, warnings, cond)
+			}
+		}
+		now = now.Add(d)
+	}
+	if got := h.podResizes(); len(got) != len(want) {
+		t.Errorf("%d resize attempts, want %d: one per sync", len(got), len(want))
+	}
+	labels := map[string]string{"namespace": ns, "name": "addon", "state": string(podConflicted)}
+	if v, ok := testkit.MetricValue(t, "resizer_in_place_pods", labels); !ok || v != 1 {
+		t.Errorf("resizer_in_place_pods%v = %v, %v; want 1", labels, v, ok)
+	}
+
+	conflicting = false
+	if d := h.syncAt(now, "addon"); d >= time.Second {
+		t.Errorf("sync again in %v after the resize went through, want no conflict backoff", d)
+	}
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v, want addon-a", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
 }

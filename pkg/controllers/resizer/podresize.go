@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,31 @@ import (
 // cannot fit the new size then holds back this many pods in
 // PodResizePending, not every replica of the add-on.
 const maxResizesInFlight = 2
+
+const (
+	// maxResizeConflicts is how many conflicts in a row one pod's resize
+	// meets before the resizer reports it (InPlaceResized False, reason
+	// ResizeConflict, a Warning event). One conflict is ordinary: the
+	// kubelet wrote the pod's status after the cache showed it. Five in a
+	// row mean another writer keeps changing the pod, or the pod watch
+	// lags far behind.
+	maxResizeConflicts = 5
+	// maxConflictBackoff caps the wait before the next attempt at a pod
+	// whose resizes conflict: it doubles from cacheRetry with each conflict
+	// in a row.
+	maxConflictBackoff = 5 * time.Minute
+)
+
+// conflictBackoff is when to try again after n conflicts in a row: 1 s,
+// 2 s, 4 s, ... up to maxConflictBackoff. A pod event (the cache caught up)
+// tries again sooner.
+func conflictBackoff(n int) time.Duration {
+	d := cacheRetry
+	for i := 1; i < n && d < maxConflictBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxConflictBackoff)
+}
 
 // podState is where one pod is on the way to the in-place size.
 type podState string
@@ -71,9 +97,13 @@ const (
 	// reported them yet (kwok's stages report them a moment after the pod
 	// runs); it is resized once they are reported, which is a pod event.
 	podUnreported podState = "unreported"
+	// podConflicted: its resize met maxResizeConflicts conflicts or more in
+	// a row (the pod changed between each read and the patch); still
+	// tried, with backoff.
+	podConflicted podState = "conflicted"
 )
 
-var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported}
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted}
 
 // inFlight reports whether a pod in state s holds a place of the pacing.
 // A Deferred pod does: the node has no room, and resizing more pods on its
@@ -213,19 +243,47 @@ func resourcesReported(pod *corev1.Pod) bool {
 
 // rejections remembers, per AddonResizer, the pods whose resize to a size
 // the API server refused, so that the same request is not sent again at
-// every sync: it would be refused again. A new size tries again.
+// every sync: it would be refused again. A new size tries again. It also
+// counts each pod's conflicts in a row at a size, which set the backoff.
 type rejections struct {
-	mu sync.Mutex
-	m  map[cache.ObjectName]map[types.UID]rejection
+	mu        sync.Mutex
+	m         map[cache.ObjectName]map[types.UID]rejection
+	conflicts map[cache.ObjectName]map[types.UID]rejection
 }
 
+// rejection is a refusal (message) or a count of conflicts (n), at size.
 type rejection struct {
 	size    string
 	message string
+	n       int
 }
 
 func newRejections() *rejections {
-	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}}
+	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}, conflicts: map[cache.ObjectName]map[types.UID]rejection{}}
+}
+
+// conflicted counts a conflict of the resize of uid to size and returns
+// how many came in a row at that size.
+func (r *rejections) conflicted(key cache.ObjectName, uid types.UID, size string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conflicts[key] == nil {
+		r.conflicts[key] = map[types.UID]rejection{}
+	}
+	c := r.conflicts[key][uid]
+	if c.size != size {
+		c = rejection{size: size}
+	}
+	c.n++
+	r.conflicts[key][uid] = c
+	return c.n
+}
+
+// resized ends the conflicts in a row of uid: its resize went through.
+func (r *rejections) resized(key cache.ObjectName, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conflicts[key], uid)
 }
 
 func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
@@ -256,20 +314,28 @@ func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
 			delete(r.m[key], uid)
 		}
 	}
+	for uid := range r.conflicts[key] {
+		if !seen[uid] {
+			delete(r.conflicts[key], uid)
+		}
+	}
 }
 
 func (r *rejections) forget(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, key)
+	delete(r.conflicts, key)
 }
 
 // podSurvey is the target's running pods by state after a pass.
 type podSurvey struct {
 	answers []podAnswer
-	// conflict is set when a pod changed since the cache showed it: the
-	// pass is to be repeated once the cache caught up.
-	conflict bool
+	// conflicts is set when a pod changed since the cache showed it: the
+	// most conflicts in a row of one pod's resize at this size. The pass
+	// is repeated after conflictBackoff(conflicts), or sooner on a pod
+	// event.
+	conflicts int
 }
 
 func (s podSurvey) count(state podState) int {
@@ -296,7 +362,9 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 // outdated pod while fewer than maxResizesInFlight are mid-resize. A patch
 // the API server refuses is remembered and not sent again at this size; a
 // conflict (the pod changed since the cache showed it) is left to the next
-// pass; any other error is returned, to be retried with backoff.
+// pass, with backoff, and reported once it has happened
+// maxResizeConflicts times in a row; any other error is returned, to be
+// retried with backoff.
 func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejections, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
@@ -329,12 +397,18 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 		switch {
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
+			rej.resized(key, a.pod.UID)
 			a.state = podResizing
 			inFlight++
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile; its informer event will follow.
 		case apierrors.IsConflict(err):
-			s.conflict = true
+			n := rej.conflicted(key, a.pod.UID, sizeKey)
+			s.conflicts = max(s.conflicts, n)
+			logger.V(4).Info("The pod changed since the cache showed it, resizing it later", "pod", klog.KObj(a.pod), "conflicts", n)
+			if n >= maxResizeConflicts {
+				a.state, a.message = podConflicted, fmt.Sprintf("%d conflicts in a row, the last: %v", n, err)
+			}
 		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
 			msg := err.Error()
 			if apierrors.IsForbidden(err) {

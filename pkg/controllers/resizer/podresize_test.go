@@ -253,7 +253,7 @@ func TestResizePodsRejected(t *testing.T) {
 	conflict.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	if s, err := resizePods(ctx, conflict, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); err != nil || !s.conflict || s.count(podOutdated) != 1 {
+	if s, err := resizePods(ctx, conflict, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
 		t.Errorf("conflict: %v, %+v", err, s)
 	}
 
