@@ -342,9 +342,11 @@ const (
 	// every running pod of the target runs at status.inPlace.resources;
 	// False while pods are resized (Resizing), when a kubelet defers a
 	// resize (Deferred) or cannot make it (Infeasible), when a kubelet
-	// fails to apply one and retries (ResizeError), or when the API server
-	// refuses one (ResizeRejected). True with reason NoRunningPods when the
-	// target has no running pods.
+	// fails to apply one and retries (ResizeError), when the API server
+	// refuses one (ResizeRejected), when a pod's kubelet reports no
+	// resources to resize from (ResourcesNotReported), or when a pod's
+	// resizes keep conflicting (ResizeConflict). True with reason
+	// NoRunningPods when the target has no running pods.
 	ConditionInPlaceResized = "InPlaceResized"
 )
 
