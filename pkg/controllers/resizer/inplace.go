@@ -200,6 +200,12 @@ func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.Add
 		// First sync in InPlace mode, within the band: the pods are held at
 		// the template's size.
 		status.InPlace.Resources = heldSize(container.Resources, s)
+	} else {
+		// What is held stays what the spec manages: a resource no longer
+		// listed, or limits after setLimits turned false, are not the
+		// resizer's to set any more (a held limit would go on being sent,
+		// and refused, at every pod).
+		status.InPlace.Resources = heldSize(status.InPlace.Resources, s)
 	}
 	pr := ip.resizePods(ctx, ar, s, w, status, now)
 	r.requeue = minPositive(r.requeue, pr.requeue)

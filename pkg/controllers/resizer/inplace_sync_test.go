@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
@@ -412,4 +413,34 @@ func TestInPlaceConflictBackoff(t *testing.T) {
 		t.Errorf("resized %v, want addon-a", got)
 	}
 	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+}
+
+// TestInPlaceHeldSizeFollowsTheSpec: the held size keeps only what the
+// spec manages. With setLimits true a container without limits is given
+// them; after setLimits turns false the held limits are dropped, so they
+// are not sent to the pods any more (the API server refuses a resize that
+// adds limits making a Burstable pod Guaranteed, as on make local-up with
+// the metrics-server example).
+func TestInPlaceHeldSizeFollowsTheSpec(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(true)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.syncAt(t0, "addon")
+	if held := h.get("addon").Status.InPlace.Resources; len(held.Limits) != 2 {
+		t.Fatalf("held %+v, want limits with setLimits true", held)
+	}
+
+	ar := h.get("addon")
+	ar.Spec.SetLimits = ptr.To(false)
+	ar.Generation++
+	_, err := h.client.ScaleplaneV1alpha1().AddonResizers(ns).Update(h.ctx, ar, metav1.UpdateOptions{})
+	h.check(err)
+	h.refresh()
+	h.syncAt(t0.Add(time.Minute), "addon")
+	held := h.get("addon").Status.InPlace.Resources
+	if held.Limits != nil {
+		t.Errorf("held limits %v after setLimits turned false, want none", held.Limits)
+	}
+	mustQuantity(t, held.Requests, corev1.ResourceCPU, "120m")
 }
