@@ -248,18 +248,23 @@ func resourcesReported(pod *corev1.Pod) bool {
 type rejections struct {
 	mu        sync.Mutex
 	m         map[cache.ObjectName]map[types.UID]rejection
-	conflicts map[cache.ObjectName]map[types.UID]rejection
+	conflicts map[cache.ObjectName]map[types.UID]conflictCount
 }
 
-// rejection is a refusal (message) or a count of conflicts (n), at size.
+// rejection is the API server's refusal of a resize to size.
 type rejection struct {
 	size    string
 	message string
-	n       int
+}
+
+// conflictCount is how many resizes to size conflicted in a row.
+type conflictCount struct {
+	size string
+	n    int
 }
 
 func newRejections() *rejections {
-	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}, conflicts: map[cache.ObjectName]map[types.UID]rejection{}}
+	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}, conflicts: map[cache.ObjectName]map[types.UID]conflictCount{}}
 }
 
 // conflicted counts a conflict of the resize of uid to size and returns
@@ -268,11 +273,11 @@ func (r *rejections) conflicted(key cache.ObjectName, uid types.UID, size string
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.conflicts[key] == nil {
-		r.conflicts[key] = map[types.UID]rejection{}
+		r.conflicts[key] = map[types.UID]conflictCount{}
 	}
 	c := r.conflicts[key][uid]
 	if c.size != size {
-		c = rejection{size: size}
+		c = conflictCount{size: size}
 	}
 	c.n++
 	r.conflicts[key][uid] = c

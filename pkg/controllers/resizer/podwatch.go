@@ -190,9 +190,9 @@ func (p *podWatches) watching(key cache.ObjectName) bool {
 // resizePod strips a Pod to what an in-place resize of container reads:
 // identity and labels, node, phase, the one container's resources and
 // resize policy, the containers' status resources and whether they run,
-// and the two resize conditions. A
-// full Pod is about 10 KB; this is a few hundred bytes. Anything else (a
-// tombstone) passes unchanged, so the transform is idempotent.
+// and the two resize conditions. A full Pod is about 10 KB; this is a few
+// hundred bytes. Anything else (a tombstone) passes unchanged, so the
+// transform is idempotent.
 func resizePod(obj any, container string) any {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

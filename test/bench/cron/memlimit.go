@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
 
 // memoryCgroup runs the controller manager the way a pod with a memory limit
@@ -133,7 +135,7 @@ func (m *memoryCgroup) readMiB(file string) string {
 	return mib(n)
 }
 
-func mib(bytes int64) string { return fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)) }
+func mib(bytes int64) string { return benchutil.MiB(int(bytes / 1024)) }
 
 func exists(path string) bool {
 	_, err := os.Stat(path)
