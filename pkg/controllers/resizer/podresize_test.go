@@ -266,6 +266,49 @@ func TestResizePodsRejected(t *testing.T) {
 	}
 }
 
+// TestResizePodsConflictsInARow: the conflicts that set a pod's backoff
+// and its report (docs/resizer.md) are counted in a row at one size: a
+// new size starts the count over, and so does a resize that went through.
+func TestResizePodsConflictsInARow(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pod := runningPod("a", "100m", "50Mi")
+	kube := kubefake.NewClientset(pod)
+	conflicting := true
+	kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !conflicting {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
+	})
+	rej := newRejections()
+	key := cache.ObjectName{Namespace: ns, Name: addonName}
+	pass := func(size inPlaceSize) podSurvey {
+		t.Helper()
+		s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for want := 1; want <= 3; want++ {
+		if s := pass(testSize); s.conflicts != want {
+			t.Errorf("conflicts %d, want %d in a row", s.conflicts, want)
+		}
+	}
+	bigger := inPlaceSize{requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")}}
+	if s := pass(bigger); s.conflicts != 1 {
+		t.Errorf("conflicts %d at a new size, want the count started over", s.conflicts)
+	}
+	conflicting = false
+	if s := pass(bigger); s.conflicts != 0 || s.count(podResizing) != 1 {
+		t.Errorf("the resize that went through: %+v", s)
+	}
+	conflicting = true
+	if s := pass(bigger); s.conflicts != 1 {
+		t.Errorf("conflicts %d after a resize went through, want the count started over", s.conflicts)
+	}
+}
+
 func TestResizePodStripsThePod(t *testing.T) {
 	pod := answered(resized(runningPod("a", "100m", "50Mi")), corev1.PodResizePending, corev1.PodReasonDeferred)
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar", Image: "sidecar:1"})
