@@ -88,9 +88,7 @@ func newState(ctx context.Context) (*lua.LState, error) {
 		}
 	}
 	l.PreloadModule("kube", kubeLoader)
-	if ctx != nil {
-		l.SetContext(ctx)
-	}
+	l.SetContext(ctx)
 	return l, nil
 }
 
@@ -218,6 +216,7 @@ type object struct {
 }
 
 func (o *object) UnmarshalJSON(data []byte) error {
+	o.Object = nil
 	if err := json.Unmarshal(data, &o.Object); err != nil {
 		return err
 	}
