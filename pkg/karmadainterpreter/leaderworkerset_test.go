@@ -384,3 +384,18 @@ func addList(sum, list corev1.ResourceList, n int64) {
 		sum[name] = total
 	}
 }
+
+// TestReplicasOfAnLWSWithoutWorkerTemplate checks that an LWS without its
+// required worker template gets an error that names the field (Karmada
+// reports it in a GetReplicasFailed event on the template), not a Lua
+// type error.
+func TestReplicasOfAnLWSWithoutWorkerTemplate(t *testing.T) {
+	s := script(loadCustomization(t), "InterpretReplica")
+	obj := map[string]any{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": "broken", "namespace": "default"},
+		"spec":     map[string]any{"replicas": 2, "leaderWorkerTemplate": map[string]any{"size": 2}}}
+	_, _, err := GetReplicas(s, obj)
+	if err == nil || !strings.Contains(err.Error(), "spec.leaderWorkerTemplate.workerTemplate is required") {
+		t.Fatalf("want an error naming spec.leaderWorkerTemplate.workerTemplate, got %v", err)
+	}
+}
