@@ -9,6 +9,8 @@
 #       values charts/scaleplane/values-karmada.yaml, without the configuration
 #   artifacts/deploy/karmada/webhook-configuration.yaml (karmada-apiserver)
 #       values charts/scaleplane/values-karmada.yaml, without the server
+#   artifacts/deploy/karmada/leaderworkerset-interpreter.yaml (karmada-apiserver)
+#       the same render, with karmada.leaderWorkerSetInterpreter.enabled
 #
 # Each chart template lands in one file (the table below); a template this
 # script does not know fails the run, so nothing the chart gains is silently
@@ -45,6 +47,7 @@ KARMADA_HOST=(
 )
 KARMADA_APISERVER=(
   "webhook-configuration.yaml|karmada/webhook-configuration.yaml"
+  "karmada-leaderworkerset-interpreter.yaml|karmada/leaderworkerset-interpreter.yaml"
 )
 
 TMP="$(mktemp -d)"
@@ -103,7 +106,8 @@ main() {
   render plain scaleplane-system "${plain}"
   # values-karmada.yaml is for Helm users too: the plain files say kubectl.
   render karmada-host karmada-system "${karmada}" --set managedBy=kubectl --set webhook.configuration.enabled=false
-  render karmada-apiserver karmada-system "${karmada}" --set managedBy=kubectl --set webhook.server.enabled=false
+  render karmada-apiserver karmada-system "${karmada}" --set managedBy=kubectl --set webhook.server.enabled=false \
+    --set karmada.leaderWorkerSetInterpreter.enabled=true
   emit plain "${plain}" "${PLAIN[@]}"
   emit karmada-host "${karmada}" "${KARMADA_HOST[@]}"
   emit karmada-apiserver "${karmada}" "${KARMADA_APISERVER[@]}"

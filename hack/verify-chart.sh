@@ -28,6 +28,7 @@ for values in \
   "" \
   "${KARMADA} --set webhook.configuration.enabled=false" \
   "${KARMADA} --set webhook.server.enabled=false --set webhook.caBundle=Zm9v" \
+  "${KARMADA} --set webhook.enabled=false --set karmada.leaderWorkerSetInterpreter.enabled=true" \
   "${KARMADA} --set webhook.enabled=false --set controllerManager.enabled=true --set controllerManager.kubeconfig.secretName=karmada-kubeconfig --set controllerManager.kubeconfig.key=kubeconfig --set controllerManager.leaderElection.namespace=karmada-system" \
   "--set webhook.certManager.enabled=true" \
   "--set webhook.existingSecret=my-cert --set webhook.caBundle=Zm9v" \
