@@ -237,7 +237,7 @@ func testCompanion(t *testing.T, cp *framework.ControlPlane, in installer) {
 		_ = cp.KubeClient().AppsV1().Deployments(original.Namespace).Delete(context.Background(), created.Name, metav1.DeleteOptions{})
 	})
 	runContainer(t, cp, created, &created.Spec.Template.Spec.Containers[0])
-	// The installer's own upgrade rewrites its Deployment, not this one.
+	// The installer's own upgrade (or re-run) writes its Deployment, not this one.
 	if after := in.upgrade(t, cp, in.file, in.file); sidecarOf(after) != nil {
 		t.Errorf("an upgrade left a sidecar")
 	}

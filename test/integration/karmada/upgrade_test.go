@@ -107,21 +107,17 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		if cronOn(t, imaged) || sidecarOf(imaged) == nil || karmadaContainer(t, imaged).Image != "docker.io/karmada/karmada-controller-manager:v1.18.3" {
 			t.Errorf("after kubectl set image: cron on = %v, sidecar = %v, image %s", cronOn(t, imaged), sidecarOf(imaged) != nil, karmadaContainer(t, imaged).Image)
 		}
-		// Running karmadactl init again PUTs its whole Deployment: with
-		// the extra args the cron controller stays off, the sidecar goes.
+		// Running karmadactl init again (with another --port; the
+		// default one stops at its nodePort check) only Creates its
+		// Deployment: refused, the adopted one stays byte for byte, with
+		// the extra args or without them.
+		s.mustSay("nodePort of karmada apiserver 32443 already exist")
 		s.mustSay("--karmada-controller-manager-extra-args='--controllers=*,-cronFederatedHorizontalPodAutoscaler'")
-		rerun := in.upgrade(t, cp, in.file, in.cronOff)
-		checkOnlyCronOff(t, original, rerun)
-		if sidecarOf(rerun) != nil {
-			t.Error("a re-run of karmadactl init kept the sidecar; the README says it removes it")
+		for _, rendered := range []string{in.cronOff, in.file} {
+			if rerun := in.upgrade(t, cp, in.file, rendered); stored(t, rerun) != stored(t, imaged) {
+				t.Errorf("a re-run of karmadactl init rendering %s changed the adopted Deployment:\nbefore %s\nafter  %s", rendered, stored(t, imaged), stored(t, rerun))
+			}
 		}
-		// Without them, Karmada's cron controller is back on.
-		if plain := in.upgrade(t, cp, in.cronOff, in.file); !cronOn(t, plain) || sidecarOf(plain) != nil {
-			t.Errorf("a re-run of karmadactl init without the extra args: cron on = %v, sidecar = %v", cronOn(t, plain), sidecarOf(plain) != nil)
-		}
-		// The sidecar patch applies again after it.
-		s.run(sidecar)
-		checkSidecarAdded(t, original, get(t, cp, ns, name))
 		// The README's whole way there and back on a fresh install.
 		fresh := in.install(t, cp)
 		for _, line := range []string{getLine, patchLine, cronOffJSON, sidecar, sidecarRemove, getLine, patchLine, cronOnJSON} {
