@@ -147,7 +147,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := errors.Join(write("sidecar.yaml", sidecar), write("sidecar-remove.yaml", karmadaadoption.SidecarRemovePatch())); err != nil {
+		if err := errors.Join(write("sidecar.yaml", sidecar), write("sidecar-remove.yaml", in.SidecarRemovePatch())); err != nil {
 			return err
 		}
 	}

@@ -61,6 +61,11 @@ const (
 	// LeaseName is scaleplane's Lease, next to Karmada's own
 	// karmada-controller-manager Lease.
 	LeaseName = "scaleplane-controller-manager"
+	// DefaultContainerAnnotation names the container `kubectl logs`,
+	// `exec` and `attach` reach without -c (k8s.io/kubectl's podcmd);
+	// without it they reach container 0, which a strategic merge patch
+	// adding a container makes the sidecar.
+	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
 	karmadaBinary        = "/bin/karmada-controller-manager"
 	operatorInstanceKey  = "app.kubernetes.io/instance"
@@ -115,6 +120,9 @@ type Install struct {
 	CronOffAppended bool
 	// HasSidecar: the pod already has scaleplane's container.
 	HasSidecar bool
+	// DefaultContainer is the pod template's DefaultContainerAnnotation
+	// ("" without one). None of Karmada's v1.18.2 installers sets it.
+	DefaultContainer string
 }
 
 // Inspect finds Karmada's container, its kubeconfig and its controllers in d.
@@ -145,6 +153,7 @@ func Inspect(d *appsv1.Deployment) (*Install, error) {
 		// re-run (which may reorder the containers) and for the undo.
 		in.HasSidecar = in.HasSidecar || c.Name == SidecarName
 	}
+	in.DefaultContainer = d.Spec.Template.Annotations[DefaultContainerAnnotation]
 
 	in.Kubeconfig = lastFlag(in.Container.Command, "kubeconfig")
 	if in.Kubeconfig == "" {
@@ -385,25 +394,49 @@ func (in *Install) SidecarContainer(image string) corev1.Container {
 	}
 }
 
-// SidecarPatch is a strategic merge patch that only adds the sidecar: the
+// ownsDefaultContainer says whether the sidecar patches set and remove the
+// pod's DefaultContainerAnnotation: yes unless the pod had one before the
+// sidecar (the user's own, kept as it is). Read again with the sidecar in
+// the pod, an annotation naming Karmada's container is taken for the one
+// the sidecar patch set: no installer writes it.
+func (in *Install) ownsDefaultContainer() bool {
+	return in.DefaultContainer == "" || (in.HasSidecar && in.DefaultContainer == in.Container.Name)
+}
+
+// SidecarPatch is a strategic merge patch that only adds the sidecar and
+// keeps Karmada's container the one kubectl reaches without -c: the
 // containers list merges by name, so Karmada's container, its command and
 // the pod's volumes are left as they are, and a later Helm 3 upgrade or
 // `kubectl apply` (three-way merges that only delete what their own last
-// manifest had) keeps it.
+// manifest had) keeps both the container and the annotation.
+//
+// The patch cannot keep the sidecar last instead: applied, a strategic
+// merge puts the containers only the patch has first, and a three-way merge
+// of an installer's manifest that changed Karmada's container reorders the
+// list again (kubectl apply of the hack manifest does: see
+// test/integration/karmada). The annotation does not depend on the order.
 func (in *Install) SidecarPatch(image string) ([]byte, error) {
-	patch := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+	template := map[string]any{"spec": map[string]any{
 		"containers": []corev1.Container{in.SidecarContainer(image)},
-	}}}}
-	out, err := json.MarshalIndent(patch, "", "  ")
+	}}
+	if in.ownsDefaultContainer() {
+		template["metadata"] = map[string]any{"annotations": map[string]string{DefaultContainerAnnotation: in.Container.Name}}
+	}
+	out, err := json.MarshalIndent(map[string]any{"spec": map[string]any{"template": template}}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding the sidecar patch: %w", err)
 	}
 	return append(out, '\n'), nil
 }
 
-// SidecarRemovePatch removes the sidecar and nothing else.
-func SidecarRemovePatch() []byte {
-	return []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"` + SidecarName + `","$patch":"delete"}]}}}}` + "\n")
+// SidecarRemovePatch removes the sidecar and the annotation SidecarPatch
+// set, and nothing else.
+func (in *Install) SidecarRemovePatch() []byte {
+	metadata := ""
+	if in.ownsDefaultContainer() {
+		metadata = `"metadata":{"annotations":{"` + DefaultContainerAnnotation + `":null}},`
+	}
+	return []byte(`{"spec":{"template":{` + metadata + `"spec":{"containers":[{"name":"` + SidecarName + `","$patch":"delete"}]}}}}` + "\n")
 }
 
 // CompanionValues are the values of charts/scaleplane for a companion

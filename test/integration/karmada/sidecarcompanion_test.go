@@ -35,23 +35,30 @@ import (
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
-// checkSidecarAdded: after is before with one container more, and that
-// container reads Karmada's kubeconfig through Karmada's own volume, at
-// Karmada's path (a subPath mount included).
+// checkSidecarAdded: after is before with one container more and the pod
+// annotation that keeps Karmada's container the one `kubectl logs` and
+// `exec` reach without -c, and that container reads Karmada's kubeconfig
+// through Karmada's own volume, at Karmada's path (a subPath mount
+// included).
 func checkSidecarAdded(t *testing.T, before, after *appsv1.Deployment) {
 	t.Helper()
 	sidecar := sidecarOf(after)
 	if sidecar == nil {
 		t.Fatalf("no container %s after the sidecar patch", karmadaadoption.SidecarName)
 	}
+	karmada := karmadaContainer(t, after)
+	if got := after.Spec.Template.Annotations[karmadaadoption.DefaultContainerAnnotation]; got != karmada.Name {
+		t.Errorf("pod annotation %s=%q after the sidecar patch, want Karmada's container %s (containers %v)",
+			karmadaadoption.DefaultContainerAnnotation, got, karmada.Name, containerNames(after))
+	}
 	a := after.DeepCopy()
 	a.Spec.Template.Spec.Containers = slices.DeleteFunc(a.Spec.Template.Spec.Containers, func(c corev1.Container) bool {
 		return c.Name == karmadaadoption.SidecarName
 	})
+	delete(a.Spec.Template.Annotations, karmadaadoption.DefaultContainerAnnotation)
 	if sb, sa := stored(t, before), stored(t, a); sb != sa {
-		t.Errorf("the sidecar patch changed more than adding a container:\nbefore %s\nafter  %s", sb, sa)
+		t.Errorf("the sidecar patch changed more than adding a container and its annotation:\nbefore %s\nafter  %s", sb, sa)
 	}
-	karmada := karmadaContainer(t, after)
 	path := flagValue(karmada.Command, "kubeconfig")
 	if got := flagValue(sidecar.Args, "kubeconfig"); got != path {
 		t.Errorf("the sidecar's --kubeconfig=%s, Karmada's is %s", got, path)
@@ -244,4 +251,12 @@ func testCompanion(t *testing.T, cp *framework.ControlPlane, in installer) {
 	if _, err := cp.KubeClient().AppsV1().Deployments(original.Namespace).Get(context.Background(), created.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the companion after %s's upgrade: %v", in.name, err)
 	}
+}
+
+func containerNames(d *appsv1.Deployment) []string {
+	var names []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
 }

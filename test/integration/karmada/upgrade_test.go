@@ -169,6 +169,11 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		if !cronOn(t, rerun) || sidecarOf(rerun) == nil {
 			t.Errorf("after re-running the script: cron on = %v, sidecar = %v; the README says on and kept", cronOn(t, rerun), sidecarOf(rerun) != nil)
 		}
+		// The re-run puts the sidecar first; the annotation keeps
+		// Karmada's container the default of kubectl logs and exec.
+		if got := rerun.Spec.Template.Annotations[karmadaadoption.DefaultContainerAnnotation]; got != karmadaContainer(t, rerun).Name {
+			t.Errorf("after re-running the script: %s=%q, want %s (containers %v)", karmadaadoption.DefaultContainerAnnotation, got, karmadaContainer(t, rerun).Name, containerNames(rerun))
+		}
 		// The README: read the Deployment again (the re-run put the
 		// sidecar first, so the earlier patch's test operations refuse it)
 		// and apply the new cron-off.json.
@@ -195,10 +200,13 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 	}
 }
 
+// withoutSidecar is d without what the sidecar patch adds: the container
+// and the default-container annotation.
 func withoutSidecar(d *appsv1.Deployment) *appsv1.Deployment {
 	d = d.DeepCopy()
 	d.Spec.Template.Spec.Containers = slices.DeleteFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool {
 		return c.Name == karmadaadoption.SidecarName
 	})
+	delete(d.Spec.Template.Annotations, karmadaadoption.DefaultContainerAnnotation)
 	return d
 }
