@@ -31,10 +31,14 @@ limitations under the License.
 //
 // docs/karmada/<installer>.md says which of them each installer needs.
 //
+// -image is required: the image the sidecar and the companion run, as your
+// host cluster pulls it. scaleplane's images are not published to any
+// registry yet (`make images` builds them), so no default would pull.
+//
 // Usage:
 //
 //	kubectl -n karmada-system get deployment karmada-controller-manager -o yaml > kcm.yaml
-//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches/
+//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image <registry>/scaleplane-controller-manager:<tag>
 package main
 
 import (
@@ -63,8 +67,16 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	file := fs.String("f", "-", "the karmada-controller-manager Deployment, YAML or JSON (- is stdin)")
 	out := fs.String("o", "karmada-patches", "directory to write the patches and values to")
-	image := fs.String("image", karmadaadoption.DefaultImage, "scaleplane-controller-manager image of the sidecar")
+	image := fs.String("image", "", "scaleplane-controller-manager image (repository:tag) of the sidecar and the companion, where your host cluster pulls it from; required: "+
+		"the images are not published, `make images` builds them (e.g. "+karmadaadoption.DefaultImage+", pushed to your registry)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *image == "" {
+		return errors.New("-image is required: the scaleplane-controller-manager image your host cluster pulls. " +
+			"It is not published to any registry yet: build it with `make images` (_output/images), push it to your registry and pass it here")
+	}
+	if _, _, err := karmadaadoption.SplitImage(*image); err != nil {
 		return err
 	}
 	var data []byte
@@ -125,9 +137,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	}
 	switch in.Installer {
 	case karmadaadoption.Helm:
-		if off, undo, err := in.HelmValues(); err != nil {
-			fmt.Fprintf(stderr, "no helm-values.yaml: %v\n", err)
-		} else if err := errors.Join(write("helm-values.yaml", off), write("helm-values-undo.yaml", undo)); err != nil {
+		if err := writeHelmValues(in, stderr, write); err != nil {
 			return err
 		}
 	case karmadaadoption.Operator:
@@ -151,5 +161,20 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 			return err
 		}
 	}
-	return write("companion-values.yaml", in.CompanionValues())
+	companion, err := in.CompanionValues(*image)
+	if err != nil {
+		return err
+	}
+	return write("companion-values.yaml", companion)
+}
+
+// writeHelmValues writes the values files of Karmada's chart, or says on
+// stderr why there are none.
+func writeHelmValues(in *karmadaadoption.Install, stderr io.Writer, write func(string, []byte) error) error {
+	off, undo, err := in.HelmValues()
+	if err != nil {
+		fmt.Fprintf(stderr, "no helm-values.yaml: %v\n", err)
+		return nil
+	}
+	return errors.Join(write("helm-values.yaml", off), write("helm-values-undo.yaml", undo))
 }

@@ -53,7 +53,9 @@ const (
 
 	// SidecarName is the container the sidecar patch adds.
 	SidecarName = "scaleplane-controller-manager"
-	// DefaultImage is the image `make images` builds.
+	// DefaultImage is the name `make images` gives the image. It is not
+	// published to any registry: karmada-patch takes the image the host
+	// cluster pulls as an argument.
 	DefaultImage = "ghcr.io/scaleplane/scaleplane-controller-manager:v0.1.0"
 	// SidecarPort serves /healthz, /readyz and /metrics. The pod's
 	// containers share a network, and Karmada's serve 10357 and 8080.
@@ -439,22 +441,43 @@ func (in *Install) SidecarRemovePatch() []byte {
 	return []byte(`{"spec":{"template":{` + metadata + `"spec":{"containers":[{"name":"` + SidecarName + `","$patch":"delete"}]}}}}` + "\n")
 }
 
+// SplitImage splits repository:tag the way charts/scaleplane's
+// image.repository and image.tag take it. A digest is refused: the chart
+// has no field for one.
+func SplitImage(image string) (repository, tag string, err error) {
+	if strings.Contains(image, "@") {
+		return "", "", fmt.Errorf("image %q: give it as repository:tag (charts/scaleplane takes no digest)", image)
+	}
+	i := strings.LastIndex(image, ":")
+	if i <= 0 || strings.Contains(image[i:], "/") || i == len(image)-1 {
+		return "", "", fmt.Errorf("image %q has no tag: give it as repository:tag", image)
+	}
+	return image[:i], image[i+1:], nil
+}
+
 // CompanionValues are the values of charts/scaleplane for a companion
 // Deployment: installed in the Deployment's namespace (where the Secret is),
-// talking to karmada-apiserver with Karmada's kubeconfig, its Lease next to
-// Karmada's on karmada-apiserver.
-func (in *Install) CompanionValues() []byte {
+// running image, talking to karmada-apiserver with Karmada's kubeconfig, its
+// Lease next to Karmada's on karmada-apiserver.
+func (in *Install) CompanionValues(image string) ([]byte, error) {
+	repository, tag, err := SplitImage(image)
+	if err != nil {
+		return nil, err
+	}
 	return fmt.Appendf(nil, `# charts/scaleplane values for a companion Deployment next to %s/%s
 # (install the chart in namespace %s, where the Secret is).
 controllerManager:
   enabled: true
+  image:
+    repository: %q
+    tag: %q
   controllers: [cron-scaler]
   kubeconfig:
     secretName: %s
     key: %s
   leaderElection:
     namespace: %s
-`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, in.SecretName, in.SecretKey, in.LeaseNamespace)
+`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, repository, tag, in.SecretName, in.SecretKey, in.LeaseNamespace), nil
 }
 
 // controllersSetting is the value of --controllers the installer's own

@@ -29,10 +29,19 @@ import (
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
+// testImage is the image the session's $IMAGE names, as a user sets it
+// before the README's karmada-patch line.
+const testImage = "registry.test/scaleplane/scaleplane-controller-manager:v0.1.0"
+
+// leaseLine is the README's check that scaleplane runs: the holder of its
+// Lease on karmada-apiserver.
+const leaseLine = `kubectl --kubeconfig karmada-apiserver.config -n karmada-system get lease scaleplane-controller-manager -o jsonpath='{.spec.holderIdentity}{"\n"}'`
+
 // readmeSession runs an installer README's command lines as a user pastes
 // them into a shell, in a directory of their own: `kubectl` is the test's
-// kubectl on the test's apiserver, `go run ./cmd/karmada-patch` the command
-// built from this checkout.
+// kubectl on the test's apiserver (karmada-apiserver.config, too, is the
+// test's kubeconfig), `go run ./cmd/karmada-patch` the command built from
+// this checkout, $IMAGE testImage.
 type readmeSession struct {
 	t      *testing.T
 	readme string
@@ -59,8 +68,11 @@ func newREADMESession(t *testing.T, cp *framework.ControlPlane, readme string) *
 	if err := os.Symlink(karmadaPatch(t), filepath.Join(bin, "karmada-patch")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(cp.KubeconfigPath(), filepath.Join(dir, "karmada-apiserver.config")); err != nil {
+		t.Fatal(err)
+	}
 	return &readmeSession{t: t, readme: readme, text: string(text), dir: dir,
-		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))}
+		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "IMAGE="+testImage)}
 }
 
 // run checks that the README holds line and runs it with bash.
@@ -92,7 +104,7 @@ func (s *readmeSession) file(name string) []byte {
 // and the patches printed from it.
 func readmeGet(d *appsv1.Deployment) (get, patch string) {
 	return fmt.Sprintf("kubectl -n %s get deployment %s -o yaml > kcm.yaml", d.Namespace, d.Name),
-		"go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches"
+		`go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image "$IMAGE"`
 }
 
 // runErr runs a README line that may fail, with the session's environment.

@@ -104,6 +104,7 @@ func testSidecar(t *testing.T, cp *framework.ControlPlane, in installer) {
 		t.Logf("patched pod spec:\n%s", out)
 	}
 	runContainer(t, cp, patched, sidecarOf(patched))
+	checkLeaseLine(t, s)
 	s.run(fmt.Sprintf("kubectl -n %s patch deployment %s --patch-file karmada-patches/sidecar-remove.yaml", original.Namespace, original.Name))
 	if sb, sa := stored(t, original), stored(t, get(t, cp, original.Namespace, original.Name)); sb != sa {
 		t.Errorf("sidecar-remove.yaml did not restore the original:\nwant %s\ngot  %s", sb, sa)
@@ -243,7 +244,11 @@ func testCompanion(t *testing.T, cp *framework.ControlPlane, in installer) {
 	t.Cleanup(func() {
 		_ = cp.KubeClient().AppsV1().Deployments(original.Namespace).Delete(context.Background(), created.Name, metav1.DeleteOptions{})
 	})
+	if got := c.Image; got != testImage {
+		t.Errorf("the companion runs %s, want %s, the image given to karmada-patch", got, testImage)
+	}
 	runContainer(t, cp, created, &created.Spec.Template.Spec.Containers[0])
+	checkLeaseLine(t, s)
 	// The installer's own upgrade (or re-run) writes its Deployment, not this one.
 	if after := in.upgrade(t, cp, in.file, in.file); sidecarOf(after) != nil {
 		t.Errorf("an upgrade left a sidecar")
@@ -259,4 +264,18 @@ func containerNames(d *appsv1.Deployment) []string {
 		names = append(names, c.Name)
 	}
 	return names
+}
+
+// checkLeaseLine runs the README's check that scaleplane runs, with a
+// scaleplane-controller-manager leading: it prints the holder, whose
+// identity starts with the pod's name (the hostname) and an underscore.
+func checkLeaseLine(t *testing.T, s *readmeSession) {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := strings.TrimSpace(s.run(leaseLine)); !strings.HasPrefix(out, host+"_") {
+		t.Errorf("%s printed %q, want the holder %s_<uuid>", leaseLine, out, host)
+	}
 }

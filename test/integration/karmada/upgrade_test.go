@@ -66,13 +66,17 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		// The README: the chart's own value, by `helm upgrade
 		// --reuse-values -f helm-values.yaml`; its value is the one
 		// testdata/helm-cron-off.yaml was rendered with.
+		// In the README's order: the sidecar first, then the value.
 		checkSettingValue(t, s.file("karmada-patches/helm-values.yaml"), in.cronOff)
-		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.2 --reuse-values -f karmada-patches/helm-values.yaml")
-		off := in.upgrade(t, cp, in.file, in.cronOff)
-		checkOnlyCronOff(t, original, off)
 		s.run(sidecar)
-		withSidecar := get(t, cp, ns, name)
-		checkSidecarAdded(t, off, withSidecar)
+		checkSidecarAdded(t, original, get(t, cp, ns, name))
+		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.2 --reuse-values -f karmada-patches/helm-values.yaml")
+		withSidecar := in.upgrade(t, cp, in.file, in.cronOff)
+		checkOnlyCronOff(t, original, withoutSidecar(withSidecar))
+		if sidecarOf(withSidecar) == nil || withSidecar.Spec.Template.Annotations[karmadaadoption.DefaultContainerAnnotation] != karmadaContainer(t, withSidecar).Name {
+			t.Errorf("the helm upgrade that switched the cron controller off dropped the sidecar (%v) or its annotation (%v)",
+				containerNames(withSidecar), withSidecar.Spec.Template.Annotations)
+		}
 		// The next helm upgrade (same values): nothing changes.
 		again := in.upgrade(t, cp, in.cronOff, in.cronOff)
 		if sb, sa := stored(t, withSidecar), stored(t, again); sb != sa {
@@ -118,9 +122,17 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 				t.Errorf("a re-run of karmadactl init rendering %s changed the adopted Deployment:\nbefore %s\nafter  %s", rendered, stored(t, imaged), stored(t, rerun))
 			}
 		}
-		// The README's whole way there and back on a fresh install.
+		// The README's whole way there and back on a fresh install: the
+		// sidecar, the Deployment read again (the sidecar moved Karmada's
+		// container), the cron controller off; undo in reverse.
 		fresh := in.install(t, cp)
-		for _, line := range []string{getLine, patchLine, cronOffJSON, sidecar, sidecarRemove, getLine, patchLine, cronOnJSON} {
+		for _, line := range []string{getLine, patchLine, sidecar, getLine, patchLine, cronOffJSON} {
+			s.run(line)
+		}
+		adopted := get(t, cp, ns, name)
+		checkOnlyCronOff(t, fresh, withoutSidecar(adopted))
+		checkSidecarAdded(t, withoutSidecar(adopted), adopted)
+		for _, line := range []string{sidecarRemove, getLine, patchLine, cronOnJSON} {
 			s.run(line)
 		}
 		if sb, sa := stored(t, fresh), stored(t, get(t, cp, ns, name)); sb != sa {
