@@ -135,12 +135,29 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stderr, "no cron-on.json: %v\n", err)
 	}
-	switch in.Installer {
-	case karmadaadoption.Helm:
+	switch {
+	case in.Installer == karmadaadoption.Helm:
 		if err := writeHelmValues(in, stderr, write); err != nil {
 			return err
 		}
-	case karmadaadoption.Operator:
+	case in.HelmChartLayout():
+		// Karmada's chart applied by a tool other than Helm (Argo CD
+		// applies `helm template` output, with kubectl apply's annotation
+		// or server-side) carries none of Helm's labels: its values are
+		// still the way to switch the cron controller off that lasts.
+		fmt.Fprintf(stderr, "installed by %s, but laid out as Karmada's Helm chart writes it (volume %s, subPath %s) without Helm's "+
+			"labels (app.kubernetes.io/managed-by=Helm, meta.helm.sh/release-name): a chart applied by a tool that does not add them "+
+			"(Argo CD, helm template | kubectl). Set controllerManager.controllers in that tool's values of the chart as helm-values.yaml says: "+
+			"the tool puts the chart's command back at its next sync, undoing cron-off.json\n", in.Installer, in.Mount.Name, in.Mount.SubPath)
+		if err := writeHelmValues(in, stderr, write); err != nil {
+			return err
+		}
+	case in.Installer == karmadaadoption.Unknown:
+		fmt.Fprintln(stderr, "installer not recognised: the Deployment has none of the marks of Karmada's installers "+
+			"(Helm's labels, karmadactl's karmada.io/bootstrapping label, karmada-operator's managed-by label, kubectl apply's "+
+			"last-applied-configuration), so no installer setting (helm-values.yaml, karmada-cron-off.json) is written; "+
+			"if your installer re-applies the Deployment, it undoes cron-off.json")
+	case in.Installer == karmadaadoption.Operator:
 		fmt.Fprintf(stderr, "the Karmada object: %s/%s\n", d.Namespace, in.KarmadaObject)
 		if off, undo, err := in.OperatorPatches(); err != nil {
 			fmt.Fprintf(stderr, "no karmada-cron-off.json: %v\n", err)

@@ -31,6 +31,9 @@ import (
 // for the integration tests (each file names its source).
 const (
 	karmadactlDeployment = "../../test/integration/karmada/testdata/karmadactl.yaml"
+	// helm.yaml is the chart's manifest as rendered: without the labels
+	// and annotations Helm adds when it installs it, as Argo CD applies it.
+	helmManifest = "../../test/integration/karmada/testdata/helm.yaml"
 
 	testImage = "registry.test/scaleplane/scaleplane-controller-manager:v0.1.0"
 )
@@ -99,5 +102,76 @@ func TestImageReachesSidecarAndCompanion(t *testing.T) {
 	}
 	if got := values.ControllerManager.Image; got.Repository+":"+got.Tag != testImage {
 		t.Errorf("companion-values.yaml image %+v, want %s", got, testImage)
+	}
+}
+
+// TestHelmChartWithoutHelmLabelsSaysSo: Karmada's chart applied without
+// Helm's labels (Argo CD: client-side apply leaves kubectl's annotation,
+// server-side apply none) is not taken for a Helm release; karmada-patch
+// says what it is and still writes the chart's values.
+func TestHelmChartWithoutHelmLabelsSaysSo(t *testing.T) {
+	data, err := os.ReadFile(helmManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := yaml.Unmarshal(data, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	clientSide, err := yaml.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := filepath.Join(t.TempDir(), "applied.yaml")
+	if err := os.WriteFile(applied, clientSide, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string]string{"server-side apply": helmManifest, "client-side apply": applied} {
+		dir, stderr, err := runPatch(t, "-f", file, "-image", testImage)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, stderr)
+		}
+		for _, want := range []string{"laid out as Karmada's Helm chart", "Argo CD", "controllerManager.controllers"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: stderr does not say %q:\n%s", name, want, stderr)
+			}
+		}
+		if got := string(readFile(t, dir, "helm-values.yaml")); !strings.Contains(got, `controllers: "*,-cronFederatedHorizontalPodAutoscaler"`) {
+			t.Errorf("%s: helm-values.yaml:\n%s", name, got)
+		}
+	}
+}
+
+// TestUnrecognisedInstallerSaysSo: a Deployment no installer marked, in
+// another layout than the chart's, gets the patches and a note why no
+// installer setting is written.
+func TestUnrecognisedInstallerSaysSo(t *testing.T) {
+	data, err := os.ReadFile(karmadactlDeployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := yaml.Unmarshal(data, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Labels = nil
+	unmarked, err := yaml.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "unmarked.yaml")
+	if err := os.WriteFile(file, unmarked, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir, stderr, err := runPatch(t, "-f", file, "-image", testImage)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "installer not recognised") {
+		t.Errorf("stderr does not say the installer is not recognised:\n%s", stderr)
+	}
+	for _, name := range []string{"cron-off.json", "sidecar.yaml", "companion-values.yaml"} {
+		readFile(t, dir, name)
 	}
 }

@@ -227,6 +227,16 @@ func (in *Install) findSecret() error {
 	return fmt.Errorf("the pod has no volume %s", mount.Name)
 }
 
+// HelmChartLayout says whether Karmada's kubeconfig reaches its container
+// the way Karmada's Helm chart mounts it (v1.18.2,
+// charts/karmada/templates/karmada-controller-manager.yaml: volume
+// kubeconfig-secret, one key by subPath), which no other installer does. It
+// recognises the chart's Deployment applied without Helm's labels, as
+// Argo CD applies rendered charts.
+func (in *Install) HelmChartLayout() bool {
+	return in.Mount.Name == "kubeconfig-secret" && in.Mount.SubPath != ""
+}
+
 // lastFlag returns the value of the last --name=value in args: pflag's
 // reading of a scalar flag given twice.
 func lastFlag(args []string, name string) string {

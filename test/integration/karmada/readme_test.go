@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
@@ -34,13 +35,20 @@ import (
 const testImage = "registry.test/scaleplane/scaleplane-controller-manager:v0.1.0"
 
 // leaseLine is the README's check that scaleplane runs: the holder of its
-// Lease on karmada-apiserver.
-const leaseLine = `kubectl --kubeconfig karmada-apiserver.config -n karmada-system get lease scaleplane-controller-manager -o jsonpath='{.spec.holderIdentity}{"\n"}'`
+// Lease on karmada-apiserver, which the hack scripts reach by a context of
+// their kubeconfig and the other installers by a file.
+func leaseLine(readme string) string {
+	apiserver := "--kubeconfig karmada-apiserver.config"
+	if strings.HasSuffix(readme, "hack.md") {
+		apiserver = "--context karmada-apiserver"
+	}
+	return "kubectl " + apiserver + ` -n karmada-system get lease scaleplane-controller-manager -o jsonpath='{.spec.holderIdentity}{"\n"}'`
+}
 
 // readmeSession runs an installer README's command lines as a user pastes
 // them into a shell, in a directory of their own: `kubectl` is the test's
-// kubectl on the test's apiserver (karmada-apiserver.config, too, is the
-// test's kubeconfig), `go run ./cmd/karmada-patch` the command built from
+// kubectl on the test's apiserver (karmada-apiserver.config, and the
+// contexts karmada-host and karmada-apiserver, too), `go run ./cmd/karmada-patch` the command built from
 // this checkout, $IMAGE testImage.
 type readmeSession struct {
 	t      *testing.T
@@ -61,14 +69,26 @@ func newREADMESession(t *testing.T, cp *framework.ControlPlane, readme string) *
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q --kubeconfig %q \"$@\"\n", binary(t, "kubectl"), cp.KubeconfigPath())
+	// The test's kubeconfig, with the contexts the hack scripts write
+	// (karmada-host, karmada-apiserver) naming the same apiserver.
+	config, err := clientcmd.LoadFromFile(cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, ok := config.Contexts[config.CurrentContext]
+	if !ok {
+		t.Fatalf("%s has no current context", cp.KubeconfigPath())
+	}
+	config.Contexts["karmada-host"], config.Contexts["karmada-apiserver"] = current.DeepCopy(), current.DeepCopy()
+	kubeconfig := filepath.Join(dir, "karmada-apiserver.config")
+	if err := clientcmd.WriteToFile(*config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q --kubeconfig %q \"$@\"\n", binary(t, "kubectl"), kubeconfig)
 	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(karmadaPatch(t), filepath.Join(bin, "karmada-patch")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(cp.KubeconfigPath(), filepath.Join(dir, "karmada-apiserver.config")); err != nil {
 		t.Fatal(err)
 	}
 	return &readmeSession{t: t, readme: readme, text: string(text), dir: dir,

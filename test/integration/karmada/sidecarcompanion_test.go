@@ -275,7 +275,8 @@ func checkLeaseLine(t *testing.T, s *readmeSession) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := strings.TrimSpace(s.run(leaseLine)); !strings.HasPrefix(out, host+"_") {
-		t.Errorf("%s printed %q, want the holder %s_<uuid>", leaseLine, out, host)
+	line := leaseLine(s.readme)
+	if out := strings.TrimSpace(s.run(line)); !strings.HasPrefix(out, host+"_") {
+		t.Errorf("%s printed %q, want the holder %s_<uuid>", line, out, host)
 	}
 }

@@ -70,7 +70,7 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		checkSettingValue(t, s.file("karmada-patches/helm-values.yaml"), in.cronOff)
 		s.run(sidecar)
 		checkSidecarAdded(t, original, get(t, cp, ns, name))
-		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.2 --reuse-values -f karmada-patches/helm-values.yaml")
+		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.1 --reuse-values -f karmada-patches/helm-values.yaml")
 		withSidecar := in.upgrade(t, cp, in.file, in.cronOff)
 		checkOnlyCronOff(t, original, withoutSidecar(withSidecar))
 		if sidecarOf(withSidecar) == nil || withSidecar.Spec.Template.Annotations[karmadaadoption.DefaultContainerAnnotation] != karmadaContainer(t, withSidecar).Name {
@@ -84,7 +84,7 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		}
 		// Undo: the sidecar's reverse, then the value as it was.
 		s.run(sidecarRemove)
-		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.2 --reuse-values -f karmada-patches/helm-values-undo.yaml")
+		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.1 --reuse-values -f karmada-patches/helm-values-undo.yaml")
 		checkSettingValue(t, s.file("karmada-patches/helm-values-undo.yaml"), in.file)
 		undone := in.upgrade(t, cp, in.cronOff, in.file)
 		if sb, sa := stored(t, original), stored(t, undone); sb != sa {
@@ -144,7 +144,15 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		// PUTs testdata/operator-cron-off.yaml on its next reconcile.
 		checkOperatorPatch(t, s.file("karmada-patches/karmada-cron-off.json"), in.cronOff)
 		s.mustSay("kubectl -n test patch karmada karmada-demo --type=merge --patch-file karmada-patches/karmada-cron-off.json")
+		// The README's wait: it keeps waiting while the operator has not
+		// acted (here: cut short, it fails), and returns once it has.
+		wait := `timeout 600 sh -c 'until kubectl -n test get deployment karmada-demo-controller-manager -o jsonpath="{.spec.template.spec.containers[*].command}" | grep -q -- -cronFederatedHorizontalPodAutoscaler; do sleep 5; done'`
+		s.mustSay(wait)
+		if err := runErr(s, strings.Replace(wait, "timeout 600", "timeout 3", 1)); err == nil {
+			t.Error("the README's wait returned before the operator changed the Deployment")
+		}
 		off := in.upgrade(t, cp, in.file, in.cronOff)
+		s.run(wait)
 		checkOnlyCronOff(t, original, off)
 		// Every later reconcile writes the same.
 		again := in.upgrade(t, cp, in.cronOff, in.cronOff)
