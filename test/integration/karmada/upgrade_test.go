@@ -82,12 +82,16 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		if sb, sa := stored(t, withSidecar), stored(t, again); sb != sa {
 			t.Errorf("helm upgrade changed the adopted Deployment:\nbefore %s\nafter  %s", sb, sa)
 		}
-		// Undo: the sidecar's reverse, then the value as it was.
-		s.run(sidecarRemove)
+		// Undo, in the README's order: the value as it was (Karmada's
+		// cron controller on, the sidecar kept), then the sidecar's
+		// reverse.
 		s.mustSay("helm upgrade karmada karmada-charts/karmada -n karmada-system --version v1.18.1 --reuse-values -f karmada-patches/helm-values-undo.yaml")
 		checkSettingValue(t, s.file("karmada-patches/helm-values-undo.yaml"), in.file)
-		undone := in.upgrade(t, cp, in.cronOff, in.file)
-		if sb, sa := stored(t, original), stored(t, undone); sb != sa {
+		if on := in.upgrade(t, cp, in.cronOff, in.file); !cronOn(t, on) || sidecarOf(on) == nil {
+			t.Errorf("after helm-values-undo.yaml: cron on = %v, sidecar = %v; want both", cronOn(t, on), sidecarOf(on) != nil)
+		}
+		s.run(sidecarRemove)
+		if sb, sa := stored(t, original), stored(t, get(t, cp, ns, name)); sb != sa {
 			t.Errorf("undo did not restore the original:\nwant %s\ngot  %s", sb, sa)
 		}
 		// What the README warns of: the JSON patch does not survive a
@@ -124,7 +128,8 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		}
 		// The README's whole way there and back on a fresh install: the
 		// sidecar, the Deployment read again (the sidecar moved Karmada's
-		// container), the cron controller off; undo in reverse.
+		// container), the cron controller off; undo in reverse: the cron
+		// controller on (the Deployment read again), the sidecar removed.
 		fresh := in.install(t, cp)
 		for _, line := range []string{getLine, patchLine, sidecar, getLine, patchLine, cronOffJSON} {
 			s.run(line)
@@ -132,7 +137,7 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		adopted := get(t, cp, ns, name)
 		checkOnlyCronOff(t, fresh, withoutSidecar(adopted))
 		checkSidecarAdded(t, withoutSidecar(adopted), adopted)
-		for _, line := range []string{sidecarRemove, getLine, patchLine, cronOnJSON} {
+		for _, line := range []string{getLine, patchLine, cronOnJSON, sidecarRemove} {
 			s.run(line)
 		}
 		if sb, sa := stored(t, fresh), stored(t, get(t, cp, ns, name)); sb != sa {
@@ -168,9 +173,15 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		if got := fmt.Sprint(undo); got != "map[spec:map[components:map[karmadaControllerManager:map[extraArgs:map[controllers:<nil>]]]]]" {
 			t.Errorf("karmada-cron-on.json %s, want extraArgs.controllers removed (null)", got)
 		}
+		undoWait := strings.Replace(wait, "until kubectl", "while kubectl", 1)
+		s.mustSay(undoWait)
+		if err := runErr(s, strings.Replace(undoWait, "timeout 600", "timeout 3", 1)); err == nil {
+			t.Error("the README's undo wait returned before the operator changed the Deployment")
+		}
 		if undone := in.upgrade(t, cp, in.cronOff, in.file); stored(t, undone) != stored(t, original) {
 			t.Errorf("the operator's Deployment after undo differs from the original")
 		}
+		s.run(undoWait)
 		// What the README warns of: the JSON patch on the Deployment does
 		// not survive the next reconcile.
 		s.run(cronOffJSON)
@@ -208,12 +219,12 @@ func testUpgrade(t *testing.T, cp *framework.ControlPlane, in installer) {
 		if sidecarOf(reoff) == nil {
 			t.Error("the sidecar is gone")
 		}
-		// Undo, in the README's order: the sidecar, then the Deployment
-		// read again for its cron-on.json.
-		s.run(sidecarRemove)
+		// Undo, in the README's order: the Deployment read again for its
+		// cron-on.json, then the sidecar.
 		s.run(getLine)
 		s.run(patchLine)
 		s.run(cronOnJSON)
+		s.run(sidecarRemove)
 		if sb, sa := stored(t, original), stored(t, get(t, cp, ns, name)); sb != sa {
 			t.Errorf("undo did not restore the original:\nwant %s\ngot  %s", sb, sa)
 		}
