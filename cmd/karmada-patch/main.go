@@ -31,10 +31,14 @@ limitations under the License.
 //
 // docs/karmada/<installer>.md says which of them each installer needs.
 //
+// -image is required: the image the sidecar and the companion run, as your
+// host cluster pulls it. scaleplane's images are not published to any
+// registry yet (`make images` builds them), so no default would pull.
+//
 // Usage:
 //
 //	kubectl -n karmada-system get deployment karmada-controller-manager -o yaml > kcm.yaml
-//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches/
+//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image <registry>/scaleplane-controller-manager:<tag>
 package main
 
 import (
@@ -63,8 +67,16 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	file := fs.String("f", "-", "the karmada-controller-manager Deployment, YAML or JSON (- is stdin)")
 	out := fs.String("o", "karmada-patches", "directory to write the patches and values to")
-	image := fs.String("image", karmadaadoption.DefaultImage, "scaleplane-controller-manager image of the sidecar")
+	image := fs.String("image", "", "scaleplane-controller-manager image (repository:tag) of the sidecar and the companion, where your host cluster pulls it from; required: "+
+		"the images are not published, `make images` builds them (e.g. "+karmadaadoption.DefaultImage+", pushed to your registry)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *image == "" {
+		return errors.New("-image is required: the scaleplane-controller-manager image your host cluster pulls. " +
+			"It is not published to any registry yet: build it with `make images` (_output/images), push it to your registry and pass it here")
+	}
+	if _, _, err := karmadaadoption.SplitImage(*image); err != nil {
 		return err
 	}
 	var data []byte
@@ -123,14 +135,29 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stderr, "no cron-on.json: %v\n", err)
 	}
-	switch in.Installer {
-	case karmadaadoption.Helm:
-		if off, undo, err := in.HelmValues(); err != nil {
-			fmt.Fprintf(stderr, "no helm-values.yaml: %v\n", err)
-		} else if err := errors.Join(write("helm-values.yaml", off), write("helm-values-undo.yaml", undo)); err != nil {
+	switch {
+	case in.Installer == karmadaadoption.Helm:
+		if err := writeHelmValues(in, stderr, write); err != nil {
 			return err
 		}
-	case karmadaadoption.Operator:
+	case in.HelmChartLayout():
+		// Karmada's chart applied by a tool other than Helm (Argo CD
+		// applies `helm template` output, with kubectl apply's annotation
+		// or server-side) carries none of Helm's labels: its values are
+		// still the way to switch the cron controller off that lasts.
+		fmt.Fprintf(stderr, "installed by %s, but laid out as Karmada's Helm chart writes it (volume %s, subPath %s) without Helm's "+
+			"labels (app.kubernetes.io/managed-by=Helm, meta.helm.sh/release-name): a chart applied by a tool that does not add them "+
+			"(Argo CD, helm template | kubectl). Set controllerManager.controllers in that tool's values of the chart as helm-values.yaml says: "+
+			"the tool puts the chart's command back at its next sync, undoing cron-off.json\n", in.Installer, in.Mount.Name, in.Mount.SubPath)
+		if err := writeHelmValues(in, stderr, write); err != nil {
+			return err
+		}
+	case in.Installer == karmadaadoption.Unknown:
+		fmt.Fprintln(stderr, "installer not recognised: the Deployment has none of the marks of Karmada's installers "+
+			"(Helm's labels, karmadactl's karmada.io/bootstrapping label, karmada-operator's managed-by label, kubectl apply's "+
+			"last-applied-configuration), so no installer setting (helm-values.yaml, karmada-cron-off.json) is written; "+
+			"if your installer re-applies the Deployment, it undoes cron-off.json")
+	case in.Installer == karmadaadoption.Operator:
 		fmt.Fprintf(stderr, "the Karmada object: %s/%s\n", d.Namespace, in.KarmadaObject)
 		if off, undo, err := in.OperatorPatches(); err != nil {
 			fmt.Fprintf(stderr, "no karmada-cron-off.json: %v\n", err)
@@ -147,9 +174,24 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := errors.Join(write("sidecar.yaml", sidecar), write("sidecar-remove.yaml", karmadaadoption.SidecarRemovePatch())); err != nil {
+		if err := errors.Join(write("sidecar.yaml", sidecar), write("sidecar-remove.yaml", in.SidecarRemovePatch())); err != nil {
 			return err
 		}
 	}
-	return write("companion-values.yaml", in.CompanionValues())
+	companion, err := in.CompanionValues(*image)
+	if err != nil {
+		return err
+	}
+	return write("companion-values.yaml", companion)
+}
+
+// writeHelmValues writes the values files of Karmada's chart, or says on
+// stderr why there are none.
+func writeHelmValues(in *karmadaadoption.Install, stderr io.Writer, write func(string, []byte) error) error {
+	off, undo, err := in.HelmValues()
+	if err != nil {
+		fmt.Fprintf(stderr, "no helm-values.yaml: %v\n", err)
+		return nil
+	}
+	return errors.Join(write("helm-values.yaml", off), write("helm-values-undo.yaml", undo))
 }

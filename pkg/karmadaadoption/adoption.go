@@ -53,7 +53,9 @@ const (
 
 	// SidecarName is the container the sidecar patch adds.
 	SidecarName = "scaleplane-controller-manager"
-	// DefaultImage is the image `make images` builds.
+	// DefaultImage is the name `make images` gives the image. It is not
+	// published to any registry: karmada-patch takes the image the host
+	// cluster pulls as an argument.
 	DefaultImage = "ghcr.io/scaleplane/scaleplane-controller-manager:v0.1.0"
 	// SidecarPort serves /healthz, /readyz and /metrics. The pod's
 	// containers share a network, and Karmada's serve 10357 and 8080.
@@ -61,6 +63,11 @@ const (
 	// LeaseName is scaleplane's Lease, next to Karmada's own
 	// karmada-controller-manager Lease.
 	LeaseName = "scaleplane-controller-manager"
+	// DefaultContainerAnnotation names the container `kubectl logs`,
+	// `exec` and `attach` reach without -c (k8s.io/kubectl's podcmd);
+	// without it they reach container 0, which a strategic merge patch
+	// adding a container makes the sidecar.
+	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
 	karmadaBinary        = "/bin/karmada-controller-manager"
 	operatorInstanceKey  = "app.kubernetes.io/instance"
@@ -115,6 +122,9 @@ type Install struct {
 	CronOffAppended bool
 	// HasSidecar: the pod already has scaleplane's container.
 	HasSidecar bool
+	// DefaultContainer is the pod template's DefaultContainerAnnotation
+	// ("" without one). None of Karmada's v1.18.2 installers sets it.
+	DefaultContainer string
 }
 
 // Inspect finds Karmada's container, its kubeconfig and its controllers in d.
@@ -145,6 +155,7 @@ func Inspect(d *appsv1.Deployment) (*Install, error) {
 		// re-run (which may reorder the containers) and for the undo.
 		in.HasSidecar = in.HasSidecar || c.Name == SidecarName
 	}
+	in.DefaultContainer = d.Spec.Template.Annotations[DefaultContainerAnnotation]
 
 	in.Kubeconfig = lastFlag(in.Container.Command, "kubeconfig")
 	if in.Kubeconfig == "" {
@@ -214,6 +225,16 @@ func (in *Install) findSecret() error {
 		return nil
 	}
 	return fmt.Errorf("the pod has no volume %s", mount.Name)
+}
+
+// HelmChartLayout says whether Karmada's kubeconfig reaches its container
+// the way Karmada's Helm chart mounts it (v1.18.2,
+// charts/karmada/templates/karmada-controller-manager.yaml: volume
+// kubeconfig-secret, one key by subPath), which no other installer does. It
+// recognises the chart's Deployment applied without Helm's labels, as
+// Argo CD applies rendered charts.
+func (in *Install) HelmChartLayout() bool {
+	return in.Mount.Name == "kubeconfig-secret" && in.Mount.SubPath != ""
 }
 
 // lastFlag returns the value of the last --name=value in args: pflag's
@@ -385,43 +406,88 @@ func (in *Install) SidecarContainer(image string) corev1.Container {
 	}
 }
 
-// SidecarPatch is a strategic merge patch that only adds the sidecar: the
+// ownsDefaultContainer says whether the sidecar patches set and remove the
+// pod's DefaultContainerAnnotation: yes unless the pod had one before the
+// sidecar (the user's own, kept as it is). Read again with the sidecar in
+// the pod, an annotation naming Karmada's container is taken for the one
+// the sidecar patch set: no installer writes it.
+func (in *Install) ownsDefaultContainer() bool {
+	return in.DefaultContainer == "" || (in.HasSidecar && in.DefaultContainer == in.Container.Name)
+}
+
+// SidecarPatch is a strategic merge patch that only adds the sidecar and
+// keeps Karmada's container the one kubectl reaches without -c: the
 // containers list merges by name, so Karmada's container, its command and
 // the pod's volumes are left as they are, and a later Helm 3 upgrade or
 // `kubectl apply` (three-way merges that only delete what their own last
-// manifest had) keeps it.
+// manifest had) keeps both the container and the annotation.
+//
+// The patch cannot keep the sidecar last instead: applied, a strategic
+// merge puts the containers only the patch has first, and a three-way merge
+// of an installer's manifest that changed Karmada's container reorders the
+// list again (kubectl apply of the hack manifest does: see
+// test/integration/karmada). The annotation does not depend on the order.
 func (in *Install) SidecarPatch(image string) ([]byte, error) {
-	patch := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+	template := map[string]any{"spec": map[string]any{
 		"containers": []corev1.Container{in.SidecarContainer(image)},
-	}}}}
-	out, err := json.MarshalIndent(patch, "", "  ")
+	}}
+	if in.ownsDefaultContainer() {
+		template["metadata"] = map[string]any{"annotations": map[string]string{DefaultContainerAnnotation: in.Container.Name}}
+	}
+	out, err := json.MarshalIndent(map[string]any{"spec": map[string]any{"template": template}}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding the sidecar patch: %w", err)
 	}
 	return append(out, '\n'), nil
 }
 
-// SidecarRemovePatch removes the sidecar and nothing else.
-func SidecarRemovePatch() []byte {
-	return []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"` + SidecarName + `","$patch":"delete"}]}}}}` + "\n")
+// SidecarRemovePatch removes the sidecar and the annotation SidecarPatch
+// set, and nothing else.
+func (in *Install) SidecarRemovePatch() []byte {
+	metadata := ""
+	if in.ownsDefaultContainer() {
+		metadata = `"metadata":{"annotations":{"` + DefaultContainerAnnotation + `":null}},`
+	}
+	return []byte(`{"spec":{"template":{` + metadata + `"spec":{"containers":[{"name":"` + SidecarName + `","$patch":"delete"}]}}}}` + "\n")
+}
+
+// SplitImage splits repository:tag the way charts/scaleplane's
+// image.repository and image.tag take it. A digest is refused: the chart
+// has no field for one.
+func SplitImage(image string) (repository, tag string, err error) {
+	if strings.Contains(image, "@") {
+		return "", "", fmt.Errorf("image %q: give it as repository:tag (charts/scaleplane takes no digest)", image)
+	}
+	i := strings.LastIndex(image, ":")
+	if i <= 0 || strings.Contains(image[i:], "/") || i == len(image)-1 {
+		return "", "", fmt.Errorf("image %q has no tag: give it as repository:tag", image)
+	}
+	return image[:i], image[i+1:], nil
 }
 
 // CompanionValues are the values of charts/scaleplane for a companion
 // Deployment: installed in the Deployment's namespace (where the Secret is),
-// talking to karmada-apiserver with Karmada's kubeconfig, its Lease next to
-// Karmada's on karmada-apiserver.
-func (in *Install) CompanionValues() []byte {
+// running image, talking to karmada-apiserver with Karmada's kubeconfig, its
+// Lease next to Karmada's on karmada-apiserver.
+func (in *Install) CompanionValues(image string) ([]byte, error) {
+	repository, tag, err := SplitImage(image)
+	if err != nil {
+		return nil, err
+	}
 	return fmt.Appendf(nil, `# charts/scaleplane values for a companion Deployment next to %s/%s
 # (install the chart in namespace %s, where the Secret is).
 controllerManager:
   enabled: true
+  image:
+    repository: %q
+    tag: %q
   controllers: [cron-scaler]
   kubeconfig:
     secretName: %s
     key: %s
   leaderElection:
     namespace: %s
-`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, in.SecretName, in.SecretKey, in.LeaseNamespace)
+`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, repository, tag, in.SecretName, in.SecretKey, in.LeaseNamespace), nil
 }
 
 // controllersSetting is the value of --controllers the installer's own

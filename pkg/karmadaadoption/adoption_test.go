@@ -17,11 +17,15 @@ limitations under the License.
 package karmadaadoption
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
 func TestControllersOf(t *testing.T) {
@@ -127,4 +131,93 @@ func TestCanAppend(t *testing.T) {
 			t.Errorf("%q: CanAppend() = %v, want ok %v", tc.controllers, err, tc.ok)
 		}
 	}
+}
+
+// applyPatch applies a strategic merge patch to d, as the apiserver does
+// for `kubectl patch`.
+func applyPatch(t *testing.T, d *appsv1.Deployment, patch []byte) *appsv1.Deployment {
+	t.Helper()
+	original, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := strategicpatch.StrategicMergePatch(original, patch, &appsv1.Deployment{})
+	if err != nil {
+		t.Fatalf("applying %s: %v", patch, err)
+	}
+	out := &appsv1.Deployment{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func karmadactlLike() *appsv1.Deployment {
+	return deployment([]string{karmadaBinary, "--kubeconfig=/etc/karmada/config/karmada.config"},
+		corev1.VolumeMount{Name: "karmada-config", MountPath: "/etc/karmada/config"},
+		secretVolume("karmada-config", "karmada-controller-manager-config"))
+}
+
+// TestSidecarKeepsKarmadaTheDefaultContainer: the sidecar patch puts the
+// sidecar first in the pod, and names Karmada's container in the
+// annotation kubectl logs/exec/attach follow; the remove patch takes both
+// away, also when it was printed from the Deployment with the sidecar.
+func TestSidecarKeepsKarmadaTheDefaultContainer(t *testing.T) {
+	original := karmadactlLike()
+	in, err := Inspect(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted := applyPatch(t, original, patch)
+	pod := adopted.Spec.Template
+	if len(pod.Spec.Containers) != 2 || pod.Spec.Containers[0].Name != SidecarName {
+		t.Errorf("containers after the patch: %v; want the sidecar first (what makes the annotation needed)", names(pod.Spec.Containers))
+	}
+	if got := pod.Annotations[DefaultContainerAnnotation]; got != "karmada-controller-manager" {
+		t.Errorf("%s = %q, want Karmada's container", DefaultContainerAnnotation, got)
+	}
+	again, err := Inspect(adopted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, remove := range map[string][]byte{"printed before": in.SidecarRemovePatch(), "printed after": again.SidecarRemovePatch()} {
+		undone := applyPatch(t, adopted, remove)
+		if !equality.Semantic.DeepEqual(undone.Spec.Template, original.Spec.Template) {
+			t.Errorf("the remove patch %s the sidecar did not give the pod back: %+v", name, undone.Spec.Template)
+		}
+	}
+}
+
+// TestSidecarKeepsTheUsersDefaultContainer: a pod that already names its
+// default container keeps that annotation through the patch and the undo.
+func TestSidecarKeepsTheUsersDefaultContainer(t *testing.T) {
+	original := karmadactlLike()
+	original.Spec.Template.Annotations = map[string]string{DefaultContainerAnnotation: "karmada-controller-manager"}
+	in, err := Inspect(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(patch), DefaultContainerAnnotation) {
+		t.Errorf("the patch sets %s, which the pod already has:\n%s", DefaultContainerAnnotation, patch)
+	}
+	undone := applyPatch(t, applyPatch(t, original, patch), in.SidecarRemovePatch())
+	if !equality.Semantic.DeepEqual(undone.Spec.Template, original.Spec.Template) {
+		t.Errorf("patch and undo changed the pod: %+v", undone.Spec.Template)
+	}
+}
+
+func names(cs []corev1.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
 }

@@ -138,8 +138,13 @@ func (in installer) install(t *testing.T, cp *framework.ControlPlane) *appsv1.De
 //     (kube.Client.Update's createPatch);
 //   - the hack scripts: `kubectl apply`, the same three-way merge with the
 //     last-applied annotation as the original;
-//   - karmadactl init and karmada-operator: a full Update (PUT) of the
-//     rendered object (CreateOrUpdateDeployment in both).
+//   - karmada-operator: a full Update (PUT) of the rendered object
+//     (CreateOrUpdateDeployment, operator/pkg/util/apiclient/idempotency.go);
+//   - karmadactl init: a Create of the rendered object only
+//     (CreateDeployAndWait, pkg/karmadactl/cmdinit/utils/deploy.go), whose
+//     AlreadyExists it logs as a warning: the live object stays as it is.
+//     (A re-run with the default --port does not even get there; see
+//     testdata/karmadactl.yaml.)
 func (in installer) upgrade(t *testing.T, cp *framework.ControlPlane, from, to string) *appsv1.Deployment {
 	t.Helper()
 	ctx := context.Background()
@@ -148,6 +153,11 @@ func (in installer) upgrade(t *testing.T, cp *framework.ControlPlane, from, to s
 	switch in.name {
 	case "hack":
 		kubectl(t, cp, "apply", "-f", to)
+	case "karmadactl":
+		_, err := deployments.Create(ctx, target, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("karmadactl's Create of an existing Deployment: %v, want AlreadyExists", err)
+		}
 	case "helm":
 		original, err := json.Marshal(readDeployment(t, from))
 		if err != nil {

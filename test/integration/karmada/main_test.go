@@ -20,8 +20,8 @@ limitations under the License.
 // the hack scripts) writes at v1.18.2, transcribed into testdata: the steps
 // of docs/karmada/<installer>.md run with kubectl on a real apiserver, then
 // that installer's upgrade (Helm 3's three-way merge, `kubectl apply`, the
-// full PUT of karmadactl and the operator), and the result must be what
-// the README says. It also checks the webhook manifests for the host cluster
+// operator's full PUT, karmadactl's Create that an existing Deployment
+// refuses), and the result must be what the README says. It also checks the webhook manifests for the host cluster
 // and karmada-apiserver, and the pieces of `SCALEPLANE_LOCAL_KARMADA=1 make
 // local-up` (the CRD without scaleplane's fields, the sidecar's args run
 // locally).

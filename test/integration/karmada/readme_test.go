@@ -25,14 +25,31 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
+// testImage is the image the session's $IMAGE names, as a user sets it
+// before the README's karmada-patch line.
+const testImage = "registry.test/scaleplane/scaleplane-controller-manager:v0.1.0"
+
+// leaseLine is the README's check that scaleplane runs: the holder of its
+// Lease on karmada-apiserver, which the hack scripts reach by a context of
+// their kubeconfig and the other installers by a file.
+func leaseLine(readme string) string {
+	apiserver := "--kubeconfig karmada-apiserver.config"
+	if strings.HasSuffix(readme, "hack.md") {
+		apiserver = "--context karmada-apiserver"
+	}
+	return "kubectl " + apiserver + ` -n karmada-system get lease scaleplane-controller-manager -o jsonpath='{.spec.holderIdentity}{"\n"}'`
+}
+
 // readmeSession runs an installer README's command lines as a user pastes
 // them into a shell, in a directory of their own: `kubectl` is the test's
-// kubectl on the test's apiserver, `go run ./cmd/karmada-patch` the command
-// built from this checkout.
+// kubectl on the test's apiserver (karmada-apiserver.config, and the
+// contexts karmada-host and karmada-apiserver, too), `go run ./cmd/karmada-patch` the command built from
+// this checkout, $IMAGE testImage.
 type readmeSession struct {
 	t      *testing.T
 	readme string
@@ -52,7 +69,22 @@ func newREADMESession(t *testing.T, cp *framework.ControlPlane, readme string) *
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q --kubeconfig %q \"$@\"\n", binary(t, "kubectl"), cp.KubeconfigPath())
+	// The test's kubeconfig, with the contexts the hack scripts write
+	// (karmada-host, karmada-apiserver) naming the same apiserver.
+	config, err := clientcmd.LoadFromFile(cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, ok := config.Contexts[config.CurrentContext]
+	if !ok {
+		t.Fatalf("%s has no current context", cp.KubeconfigPath())
+	}
+	config.Contexts["karmada-host"], config.Contexts["karmada-apiserver"] = current.DeepCopy(), current.DeepCopy()
+	kubeconfig := filepath.Join(dir, "karmada-apiserver.config")
+	if err := clientcmd.WriteToFile(*config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q --kubeconfig %q \"$@\"\n", binary(t, "kubectl"), kubeconfig)
 	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +92,7 @@ func newREADMESession(t *testing.T, cp *framework.ControlPlane, readme string) *
 		t.Fatal(err)
 	}
 	return &readmeSession{t: t, readme: readme, text: string(text), dir: dir,
-		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))}
+		env: append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "IMAGE="+testImage)}
 }
 
 // run checks that the README holds line and runs it with bash.
@@ -92,7 +124,7 @@ func (s *readmeSession) file(name string) []byte {
 // and the patches printed from it.
 func readmeGet(d *appsv1.Deployment) (get, patch string) {
 	return fmt.Sprintf("kubectl -n %s get deployment %s -o yaml > kcm.yaml", d.Namespace, d.Name),
-		"go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches"
+		`go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image "$IMAGE"`
 }
 
 // runErr runs a README line that may fail, with the session's environment.

@@ -54,51 +54,57 @@ func checkSidecarContainer(t *testing.T, d *appsv1.Deployment) {
 
 // TestStaticSidecarPatch: artifacts/deploy/karmada/controller-manager-sidecar.yaml
 // (which `make local-up` runs the args of) is what karmada-patch prints for
-// the layout karmadactl init and the hack scripts share, and its reverse is
-// the one karmada-patch prints for every installer.
+// the layout karmadactl init and the hack scripts share (with the image the
+// artifacts name), and controller-manager-sidecar-remove.yaml its reverse.
 func TestStaticSidecarPatch(t *testing.T) {
+	type podPatch struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	decode := func(name string, data []byte) podPatch {
+		var patch podPatch
+		if err := yaml.UnmarshalStrict(data, &patch); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return patch
+	}
+	data, err := os.ReadFile(repoPath(t, sidecarPatch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := decode(sidecarPatch, data)
+	if n := len(static.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("%s has %d containers; it must only add the sidecar", sidecarPatch, n)
+	}
+	remove, err := os.ReadFile(repoPath(t, removePatch))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, file := range []string{"testdata/karmadactl.yaml", "testdata/hack.yaml"} {
 		in, err := karmadaadoption.Inspect(readDeployment(t, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := in.SidecarContainer(karmadaadoption.DefaultImage)
-		var got corev1.Container
-		var patch struct {
-			Spec struct {
-				Template corev1.PodTemplateSpec `json:"template"`
-			} `json:"spec"`
-		}
-		data, err := os.ReadFile(repoPath(t, sidecarPatch))
+		printed, err := in.SidecarPatch(karmadaadoption.DefaultImage)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := yaml.UnmarshalStrict(data, &patch); err != nil {
+		if want := decode("karmada-patch's sidecar.yaml", printed); !equality.Semantic.DeepEqual(static, want) {
+			g, _ := yaml.Marshal(static)
+			w, _ := yaml.Marshal(want)
+			t.Errorf("%s differs from karmada-patch's for %s:\ngot:\n%s\nwant:\n%s", sidecarPatch, file, g, w)
+		}
+		var a, b any
+		if err := yaml.Unmarshal(remove, &a); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(patch.Spec.Template.Spec.Containers); n != 1 {
-			t.Fatalf("%s has %d containers; it must only add the sidecar", sidecarPatch, n)
+		if err := yaml.Unmarshal(in.SidecarRemovePatch(), &b); err != nil {
+			t.Fatal(err)
 		}
-		got = patch.Spec.Template.Spec.Containers[0]
-		if !equality.Semantic.DeepEqual(got, want) {
-			g, _ := yaml.Marshal(got)
-			w, _ := yaml.Marshal(want)
-			t.Errorf("%s's container differs from karmada-patch's for %s:\ngot:\n%s\nwant:\n%s", sidecarPatch, file, g, w)
+		if !equality.Semantic.DeepEqual(a, b) {
+			t.Errorf("%s is %v, karmada-patch prints %v for %s", removePatch, a, b, file)
 		}
-	}
-	data, err := os.ReadFile(repoPath(t, removePatch))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a, b any
-	if err := yaml.Unmarshal(data, &a); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(karmadaadoption.SidecarRemovePatch(), &b); err != nil {
-		t.Fatal(err)
-	}
-	if !equality.Semantic.DeepEqual(a, b) {
-		t.Errorf("%s is %v, karmada-patch prints %v", removePatch, a, b)
 	}
 }
 
@@ -235,30 +241,11 @@ func checkRestricted(t *testing.T, d *appsv1.Deployment) {
 	}
 }
 
-// checkImage: the sidecar runs the image the chart and the plain manifests
-// run, which `make images` builds.
+// checkImage: the sidecar runs the image the README's $IMAGE names (the
+// images are not published: no default would pull).
 func checkImage(t *testing.T, d *appsv1.Deployment) {
-	data, err := os.ReadFile(repoPath(t, "artifacts/deploy/controller-manager/deployment.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The file holds the PodDisruptionBudget too: find the Deployment.
-	var shipped *appsv1.Deployment
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		d := &appsv1.Deployment{}
-		if err := yaml.Unmarshal([]byte(doc), d); err != nil {
-			t.Fatal(err)
-		}
-		if d.Kind == "Deployment" {
-			shipped = d
-		}
-	}
-	if shipped == nil || len(shipped.Spec.Template.Spec.Containers) == 0 {
-		t.Fatal("no Deployment with a container in artifacts/deploy/controller-manager/deployment.yaml")
-	}
-	want := shipped.Spec.Template.Spec.Containers[0].Image
-	if got := container(t, d, sidecarName).Image; got != want {
-		t.Errorf("image %s, want %s (artifacts/deploy/controller-manager/deployment.yaml)", got, want)
+	if got := container(t, d, sidecarName).Image; got != testImage {
+		t.Errorf("image %s, want %s, the image given to karmada-patch", got, testImage)
 	}
 }
 

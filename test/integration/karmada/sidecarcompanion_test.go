@@ -35,23 +35,30 @@ import (
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
-// checkSidecarAdded: after is before with one container more, and that
-// container reads Karmada's kubeconfig through Karmada's own volume, at
-// Karmada's path (a subPath mount included).
+// checkSidecarAdded: after is before with one container more and the pod
+// annotation that keeps Karmada's container the one `kubectl logs` and
+// `exec` reach without -c, and that container reads Karmada's kubeconfig
+// through Karmada's own volume, at Karmada's path (a subPath mount
+// included).
 func checkSidecarAdded(t *testing.T, before, after *appsv1.Deployment) {
 	t.Helper()
 	sidecar := sidecarOf(after)
 	if sidecar == nil {
 		t.Fatalf("no container %s after the sidecar patch", karmadaadoption.SidecarName)
 	}
+	karmada := karmadaContainer(t, after)
+	if got := after.Spec.Template.Annotations[karmadaadoption.DefaultContainerAnnotation]; got != karmada.Name {
+		t.Errorf("pod annotation %s=%q after the sidecar patch, want Karmada's container %s (containers %v)",
+			karmadaadoption.DefaultContainerAnnotation, got, karmada.Name, containerNames(after))
+	}
 	a := after.DeepCopy()
 	a.Spec.Template.Spec.Containers = slices.DeleteFunc(a.Spec.Template.Spec.Containers, func(c corev1.Container) bool {
 		return c.Name == karmadaadoption.SidecarName
 	})
+	delete(a.Spec.Template.Annotations, karmadaadoption.DefaultContainerAnnotation)
 	if sb, sa := stored(t, before), stored(t, a); sb != sa {
-		t.Errorf("the sidecar patch changed more than adding a container:\nbefore %s\nafter  %s", sb, sa)
+		t.Errorf("the sidecar patch changed more than adding a container and its annotation:\nbefore %s\nafter  %s", sb, sa)
 	}
-	karmada := karmadaContainer(t, after)
 	path := flagValue(karmada.Command, "kubeconfig")
 	if got := flagValue(sidecar.Args, "kubeconfig"); got != path {
 		t.Errorf("the sidecar's --kubeconfig=%s, Karmada's is %s", got, path)
@@ -97,6 +104,7 @@ func testSidecar(t *testing.T, cp *framework.ControlPlane, in installer) {
 		t.Logf("patched pod spec:\n%s", out)
 	}
 	runContainer(t, cp, patched, sidecarOf(patched))
+	checkLeaseLine(t, s)
 	s.run(fmt.Sprintf("kubectl -n %s patch deployment %s --patch-file karmada-patches/sidecar-remove.yaml", original.Namespace, original.Name))
 	if sb, sa := stored(t, original), stored(t, get(t, cp, original.Namespace, original.Name)); sb != sa {
 		t.Errorf("sidecar-remove.yaml did not restore the original:\nwant %s\ngot  %s", sb, sa)
@@ -236,12 +244,39 @@ func testCompanion(t *testing.T, cp *framework.ControlPlane, in installer) {
 	t.Cleanup(func() {
 		_ = cp.KubeClient().AppsV1().Deployments(original.Namespace).Delete(context.Background(), created.Name, metav1.DeleteOptions{})
 	})
+	if got := c.Image; got != testImage {
+		t.Errorf("the companion runs %s, want %s, the image given to karmada-patch", got, testImage)
+	}
 	runContainer(t, cp, created, &created.Spec.Template.Spec.Containers[0])
-	// The installer's own upgrade rewrites its Deployment, not this one.
+	checkLeaseLine(t, s)
+	// The installer's own upgrade (or re-run) writes its Deployment, not this one.
 	if after := in.upgrade(t, cp, in.file, in.file); sidecarOf(after) != nil {
 		t.Errorf("an upgrade left a sidecar")
 	}
 	if _, err := cp.KubeClient().AppsV1().Deployments(original.Namespace).Get(context.Background(), created.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the companion after %s's upgrade: %v", in.name, err)
+	}
+}
+
+func containerNames(d *appsv1.Deployment) []string {
+	var names []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// checkLeaseLine runs the README's check that scaleplane runs, with a
+// scaleplane-controller-manager leading: it prints the holder, whose
+// identity starts with the pod's name (the hostname) and an underscore.
+func checkLeaseLine(t *testing.T, s *readmeSession) {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := leaseLine(s.readme)
+	if out := strings.TrimSpace(s.run(line)); !strings.HasPrefix(out, host+"_") {
+		t.Errorf("%s printed %q, want the holder %s_<uuid>", line, out, host)
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -169,5 +171,45 @@ func TestWebhookPerInstaller(t *testing.T) {
 				t.Errorf("the webhook server is not rendered in %s with the Secret scaleplane-webhook-cert:\n%s", namespace, server)
 			}
 		})
+	}
+}
+
+// TestExistingObjectsCheck runs the README's check of existing objects: a
+// dry-run create of a renamed copy of each CronFederatedHPA, which goes
+// through admission as a create (a dry-run replace of an unchanged object
+// is an update the webhook does not judge), and stores nothing.
+func TestExistingObjectsCheck(t *testing.T) {
+	cp := framework.Get(t)
+	karmadaPatch(t)
+	ns := cp.CreateNamespace(t)
+	object := filepath.Join(t.TempDir(), "cron.yaml")
+	manifest := `apiVersion: autoscaling.karmada.io/v1alpha1
+kind: CronFederatedHPA
+metadata:
+  name: nightly
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  rules:
+    - {name: down, schedule: "0 22 * * *", targetReplicas: 1}
+`
+	if err := os.WriteFile(object, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, cp, "-n", ns, "create", "-f", object)
+	s := newREADMESession(t, cp, "docs/karmada/README.md")
+	line := "kubectl --kubeconfig karmada-apiserver.config get cronfhpa -A -o json \\\n" +
+		"  | jq '.items |= map({apiVersion, kind, metadata: {namespace: .metadata.namespace, name: (\"check-\" + .metadata.name)}, spec})' \\\n" +
+		"  | kubectl --kubeconfig karmada-apiserver.config create --dry-run=server -f -"
+	// Objects other tests left (in namespaces being deleted, say) may be
+	// refused: the exit status is not this test's; its object's line is.
+	s.mustSay(line)
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", line)
+	cmd.Dir, cmd.Env = s.dir, s.env
+	raw, _ := cmd.CombinedOutput()
+	if out := string(raw); !strings.Contains(out, "check-nightly created (server dry run)") {
+		t.Errorf("the README's check printed:\n%s\nwant check-nightly created (server dry run)", out)
+	}
+	if out, err := kubectlErr(cp, "-n", ns, "get", "cronfhpa", "check-nightly"); err == nil {
+		t.Errorf("the dry run stored check-nightly:\n%s", out)
 	}
 }
