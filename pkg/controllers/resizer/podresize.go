@@ -158,6 +158,10 @@ type podAnswer struct {
 	pod     *corev1.Pod
 	state   podState
 	message string
+	// midResize is set on an outdated pod whose kubelet has not applied
+	// the size it was sent before (a size older than this one): it holds a
+	// place of the pacing, and is sent the new size before any other pod.
+	midResize bool
 }
 
 // classify tells where pod is on the way to size. Only a running pod bound
@@ -178,6 +182,12 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		// container): nothing of the resizer's to size.
 		return podAnswer{}, false
 	}
+	var applied *corev1.ResourceRequirements
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == container {
+			applied = pod.Status.ContainerStatuses[i].Resources
+		}
+	}
 	a := podAnswer{pod: pod}
 	if !size.matches(spec) {
 		a.state = podOutdated
@@ -185,14 +195,16 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 			// Sent now, the resize would be refused, and a refusal is not
 			// retried at this size: wait for the kubelet's status.
 			a.state = podUnreported
+			return a, true
 		}
+		// Sent an older size its kubelet has not applied yet (pending,
+		// in progress, or no answer): mid-resize all the same. Left out of
+		// the pacing, every change of size would add two more pods pending
+		// at their kubelet. An Infeasible one holds no place, as at this
+		// size.
+		answer, _, pending := kubeletAnswer(pod)
+		a.midResize = answer != podInfeasible && (pending || differs(spec, applied, size))
 		return a, true
-	}
-	var applied *corev1.ResourceRequirements
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == container {
-			applied = pod.Status.ContainerStatuses[i].Resources
-		}
 	}
 	if applied == nil {
 		// Its kubelet reports no resources: it does not resize in place
@@ -205,9 +217,18 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		a.state = podAtSize
 		return a, true
 	}
-	a.state = podResizing
+	a.state, a.message, _ = kubeletAnswer(pod)
+	return a, true
+}
+
+// kubeletAnswer is what the pod's resize conditions say of its current
+// spec: Infeasible, Deferred, Error, or podResizing (no answer, or in
+// progress); and whether one of them says the resize is pending or in
+// progress at its kubelet.
+func kubeletAnswer(pod *corev1.Pod) (state podState, message string, pending bool) {
+	state = podResizing
 	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue {
+		if cond.Status != corev1.ConditionTrue || cond.Type != corev1.PodResizePending && cond.Type != corev1.PodResizeInProgress {
 			continue
 		}
 		// A condition the kubelet wrote about an older spec is no answer
@@ -217,14 +238,39 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		}
 		switch {
 		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonInfeasible:
-			a.state, a.message = podInfeasible, cond.Message
+			return podInfeasible, cond.Message, false
 		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonDeferred:
-			a.state, a.message = podDeferred, cond.Message
+			state, message = podDeferred, cond.Message
 		case cond.Type == corev1.PodResizeInProgress && cond.Reason == corev1.PodReasonError:
-			a.state, a.message = podError, cond.Message
+			state, message = podError, cond.Message
+		}
+		pending = true
+	}
+	return state, message, pending
+}
+
+// differs reports whether the kubelet reports values of the size's
+// resources other than the spec's: the spec was resized and the kubelet
+// has not applied it yet. A value missing on either side is not compared.
+func differs(spec, applied *corev1.ResourceRequirements, size inPlaceSize) bool {
+	if applied == nil {
+		return false
+	}
+	for name := range size.requests {
+		want, ok1 := spec.Requests[name]
+		got, ok2 := applied.Requests[name]
+		if ok1 && ok2 && want.Cmp(got) != 0 {
+			return true
 		}
 	}
-	return a, true
+	for name := range size.limits {
+		want, ok1 := spec.Limits[name]
+		got, ok2 := applied.Limits[name]
+		if ok1 && ok2 && want.Cmp(got) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resourcesReported reports whether the API server accepts a resize of pod
@@ -387,7 +433,7 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 				a.state, a.message = podRejected, msg
 			}
 		}
-		if a.state.inFlight() {
+		if a.state.inFlight() || a.midResize {
 			inFlight++
 		}
 		s.answers = append(s.answers, a)
@@ -395,7 +441,9 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 	rej.keep(key, seen)
 	for i := range s.answers {
 		a := &s.answers[i]
-		if a.state != podOutdated || inFlight >= maxResizesInFlight {
+		// A pod mid-resize at an older size holds its place already: it is
+		// sent the new size whatever the pacing.
+		if a.state != podOutdated || !a.midResize && inFlight >= maxResizesInFlight {
 			continue
 		}
 		err := patchPodResize(ctx, client, a.pod, container, size)
@@ -403,8 +451,10 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
 			rej.resized(key, a.pod.UID)
-			a.state = podResizing
-			inFlight++
+			if !a.midResize {
+				inFlight++
+			}
+			a.state, a.midResize = podResizing, false
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile; its informer event will follow.
 		case apierrors.IsConflict(err):

@@ -342,3 +342,56 @@ func TestResizePodStripsThePod(t *testing.T) {
 		t.Errorf("the transform is not idempotent")
 	}
 }
+
+// TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces: a pod whose spec
+// differs from what its kubelet reports is mid-resize whatever size it was
+// sent. Two pods Deferred at the previous size keep holding both places
+// when the size changes: they are sent the new size, and no other pod is
+// resized on their account.
+func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	previous := func(pod *corev1.Pod) *corev1.Pod {
+		pod = pod.DeepCopy()
+		pod.Generation++
+		pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		return answered(pod, corev1.PodResizePending, corev1.PodReasonDeferred)
+	}
+	pods := []*corev1.Pod{
+		runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"),
+		previous(runningPod("c", "100m", "50Mi")), previous(runningPod("d", "100m", "50Mi")),
+	}
+	kube := kubefake.NewClientset(objects(pods...)...)
+	key := cache.ObjectName{Namespace: ns, Name: addonName}
+	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+		t.Fatal(err)
+	}
+	got := resizeActions(t, kube)
+	if _, ok := got["a"]; ok {
+		t.Errorf("resized a while c and d are Deferred at the previous size: %v", got)
+	}
+	if _, ok := got["b"]; ok {
+		t.Errorf("resized b while c and d are Deferred at the previous size: %v", got)
+	}
+	if len(got) != 2 || got["c"].Spec.Containers == nil || got["d"].Spec.Containers == nil {
+		t.Errorf("resized %v, want c and d sent the new size (they keep their places)", got)
+	}
+
+	// The same with a kubelet that has not answered yet, or that reports
+	// its resize in progress: the spec differs from what it reports.
+	inProgress := resized(runningPod("c", "100m", "50Mi"))
+	inProgress.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+	pods = []*corev1.Pod{runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"), inProgress,
+		answered(inProgress, corev1.PodResizeInProgress, "")}
+	pods[3].Name, pods[3].UID = "d", "uid-d"
+	kube = kubefake.NewClientset(objects(pods...)...)
+	s, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resizeActions(t, kube); got["a"].Spec.Containers != nil || got["b"].Spec.Containers != nil {
+		t.Errorf("resized %v while c and d are mid-resize at the previous size", got)
+	}
+	if n := s.count(podResizing); n != 2 {
+		t.Errorf("%d pods resizing, want c and d: %+v", n, s.answers)
+	}
+}
