@@ -69,7 +69,7 @@ type inPlaceResizer struct {
 	kubeClient kubernetes.Interface
 	recorder   record.EventRecorder
 	watches    *podWatches
-	rejections *rejections
+	memory     *podMemory
 	// podsOf returns the running target pods of an AddonResizer, and
 	// whether they are known yet: watches.pods, or the tests' own.
 	podsOf func(ctx context.Context, key cache.ObjectName, namespace string, selector labels.Selector, container string) ([]*corev1.Pod, bool)
@@ -80,7 +80,7 @@ func newInPlaceResizer(kubeClient kubernetes.Interface, recorder record.EventRec
 		kubeClient: kubeClient,
 		recorder:   recorder,
 		watches:    newPodWatches(kubeClient, enqueue),
-		rejections: newRejections(),
+		memory:     newPodMemory(),
 	}
 	ip.podsOf = ip.watches.pods
 	return ip
@@ -95,7 +95,7 @@ func (ip *inPlaceResizer) wait()                     { ip.watches.wait() }
 // is back to Rollout.
 func (ip *inPlaceResizer) forget(key cache.ObjectName) {
 	ip.watches.stop(key)
-	ip.rejections.forget(key)
+	ip.memory.forget(key)
 	for _, st := range podStates {
 		inPlacePods.DeleteLabelValues(key.Namespace, key.Name, string(st))
 	}
@@ -252,7 +252,7 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 		return result{requeue: cacheRetry}
 	}
 	size := inPlaceSize{requests: status.InPlace.Resources.Requests, limits: status.InPlace.Resources.Limits}
-	survey, err := resizePods(ctx, ip.kubeClient, ip.rejections, key, pods, s.container, size)
+	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size)
 	status.InPlace.Pods = int32(len(survey.answers))
 	status.InPlace.AtSize = int32(survey.count(podAtSize))
 	for _, st := range podStates {

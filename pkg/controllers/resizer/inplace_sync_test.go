@@ -18,7 +18,9 @@ package resizer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -443,4 +445,117 @@ func TestInPlaceHeldSizeFollowsTheSpec(t *testing.T) {
 		t.Errorf("held limits %v after setLimits turned false, want none", held.Limits)
 	}
 	mustQuantity(t, held.Requests, corev1.ResourceCPU, "120m")
+}
+
+// apiServerResizes makes pods/resize patches behave as on the API server:
+// conditional on the resourceVersion they carry (409 Conflict when the pod
+// changed since), and a resize that changes the spec gives the pod a new
+// resourceVersion and generation. The fake clientset does neither.
+func (h *harness) apiServerResizes() {
+	rv := 100
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p := a.(clienttesting.PatchAction)
+		if p.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		obj, err := h.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*corev1.Pod)
+		var body podResizePatchBody
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			return true, nil, err
+		}
+		if body.Metadata.ResourceVersion != "" && body.Metadata.ResourceVersion != pod.ResourceVersion {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("the object has been modified"))
+		}
+		pod = pod.DeepCopy()
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			for _, pc := range body.Spec.Containers {
+				if pc.Name != c.Name {
+					continue
+				}
+				for name, q := range pc.Resources.Requests {
+					c.Resources.Requests[name] = q
+				}
+				for name, q := range pc.Resources.Limits {
+					if c.Resources.Limits == nil {
+						c.Resources.Limits = corev1.ResourceList{}
+					}
+					c.Resources.Limits[name] = q
+				}
+			}
+		}
+		rv++
+		pod.ResourceVersion = strconv.Itoa(rv)
+		pod.Generation++
+		if err := h.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, pod, nil
+	})
+}
+
+// podsFromSnapshot makes the in-place resizer read the target's pods from
+// a snapshot of the fake clientset that catchUp takes: a pod informer that
+// lags behind the API server until the test lets it catch up.
+func (h *harness) podsFromSnapshot() (catchUp func()) {
+	var snapshot []*corev1.Pod
+	catchUp = func() {
+		list, err := h.kube.CoreV1().Pods(ns).List(h.ctx, metav1.ListOptions{})
+		h.check(err)
+		snapshot = nil
+		for i := range list.Items {
+			snapshot = append(snapshot, resizePod(&list.Items[i], containerName).(*corev1.Pod))
+		}
+	}
+	catchUp()
+	h.c.inPlace.podsOf = func(context.Context, cache.ObjectName, string, labels.Selector, string) ([]*corev1.Pod, bool) {
+		return snapshot, true
+	}
+	return catchUp
+}
+
+// TestInPlaceCacheBehindItsOwnResizes: the sync that the resizer's own
+// status write triggers right after a resize sees the pods as the cache
+// shows them, from before the resize. The resizer remembers what it just
+// wrote to each pod (with the resourceVersion of the API server's answer)
+// until the cache shows it: the resized pods keep their places, and no
+// third pod is resized by a sync the cache lags behind.
+func TestInPlaceCacheBehindItsOwnResizes(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false)),
+		deployment(addonName, start),
+		addonPod("addon-a", start), addonPod("addon-b", start), addonPod("addon-c", start), addonPod("addon-d", start),
+	)
+	h.apiServerResizes()
+	catchUp := h.podsFromSnapshot()
+	h.setNodes(2)
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a,addon-b" {
+		t.Fatalf("resized %v, want addon-a and addon-b", got)
+	}
+	// The status write's own sync, before the pod cache caught up.
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v while the cache lags behind the resizes of addon-a and addon-b: want none", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+	if ar := h.get("addon"); ar.Status.InPlace.AtSize != 0 || ar.Status.InPlace.Pods != 4 {
+		t.Errorf("status.inPlace %+v, want 4 pods, none at size", ar.Status.InPlace)
+	}
+
+	// The cache catches up; the kubelet applies a: c takes its place.
+	catchUp()
+	h.kubeletAnswers("apply", "addon-a")
+	catchUp()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c" {
+		t.Errorf("resized %v once the cache caught up and addon-a was applied, want addon-c", got)
+	}
 }

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -287,14 +288,17 @@ func resourcesReported(pod *corev1.Pod) bool {
 	return true
 }
 
-// rejections remembers, per AddonResizer, the pods whose resize to a size
-// the API server refused, so that the same request is not sent again at
-// every sync: it would be refused again. A new size tries again. It also
-// counts each pod's conflicts in a row at a size, which set the backoff.
-type rejections struct {
+// podMemory remembers, per AddonResizer and pod, what the pod informer
+// cannot tell yet or at all: the pods whose resize to a size the API server
+// refused, so that the same request is not sent again at every sync (it
+// would be refused again; a new size tries again); each pod's conflicts in
+// a row at a size, which set its backoff; and the pod as the resizer's
+// last resize of it left it, until the informer shows that write.
+type podMemory struct {
 	mu        sync.Mutex
 	m         map[cache.ObjectName]map[types.UID]rejection
 	conflicts map[cache.ObjectName]map[types.UID]conflictCount
+	written   map[cache.ObjectName]map[types.UID]*corev1.Pod
 }
 
 // rejection is the API server's refusal of a resize to size.
@@ -309,13 +313,50 @@ type conflictCount struct {
 	n    int
 }
 
-func newRejections() *rejections {
-	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}, conflicts: map[cache.ObjectName]map[types.UID]conflictCount{}}
+func newPodMemory() *podMemory {
+	return &podMemory{
+		m:         map[cache.ObjectName]map[types.UID]rejection{},
+		conflicts: map[cache.ObjectName]map[types.UID]conflictCount{},
+		written:   map[cache.ObjectName]map[types.UID]*corev1.Pod{},
+	}
+}
+
+// wrote remembers pod as the API server answered its resize (stripped as
+// the informer strips it), until the informer shows it.
+func (r *podMemory) wrote(key cache.ObjectName, pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written[key] == nil {
+		r.written[key] = map[types.UID]*corev1.Pod{}
+	}
+	r.written[key][pod.UID] = pod
+}
+
+// latest returns the pod as the resizer's last resize left it while the
+// cached pod is older than that write (its resourceVersion is smaller; the
+// API server's resource versions compare as integers since Kubernetes
+// 1.35), and the cached pod otherwise. The pod cache lags behind the
+// resizer's own resizes: the sync that its status write triggers right
+// after them would see the resized pods as outdated, send resizes bound to
+// conflict, and give their places to two more pods.
+func (r *podMemory) latest(key cache.ObjectName, cached *corev1.Pod) *corev1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.written[key][cached.UID]
+	if !ok {
+		return cached
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, w.ResourceVersion); err == nil && cmp < 0 {
+		return w
+	}
+	// Caught up (or not comparable: the cache is then the truth).
+	delete(r.written[key], cached.UID)
+	return cached
 }
 
 // conflicted counts a conflict of the resize of uid to size and returns
 // how many came in a row at that size.
-func (r *rejections) conflicted(key cache.ObjectName, uid types.UID, size string) int {
+func (r *podMemory) conflicted(key cache.ObjectName, uid types.UID, size string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.conflicts[key] == nil {
@@ -331,13 +372,13 @@ func (r *rejections) conflicted(key cache.ObjectName, uid types.UID, size string
 }
 
 // resized ends the conflicts in a row of uid: its resize went through.
-func (r *rejections) resized(key cache.ObjectName, uid types.UID) {
+func (r *podMemory) resized(key cache.ObjectName, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.conflicts[key], uid)
 }
 
-func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
+func (r *podMemory) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rej, ok := r.m[key][uid]
@@ -347,7 +388,7 @@ func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (stri
 	return rej.message, true
 }
 
-func (r *rejections) add(key cache.ObjectName, uid types.UID, size, message string) {
+func (r *podMemory) add(key cache.ObjectName, uid types.UID, size, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m[key] == nil {
@@ -357,7 +398,7 @@ func (r *rejections) add(key cache.ObjectName, uid types.UID, size, message stri
 }
 
 // keep drops what is remembered about pods of key no longer seen.
-func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
+func (r *podMemory) keep(key cache.ObjectName, seen map[types.UID]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for uid := range r.m[key] {
@@ -370,13 +411,19 @@ func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
 			delete(r.conflicts[key], uid)
 		}
 	}
+	for uid := range r.written[key] {
+		if !seen[uid] {
+			delete(r.written[key], uid)
+		}
+	}
 }
 
-func (r *rejections) forget(key cache.ObjectName) {
+func (r *podMemory) forget(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, key)
 	delete(r.conflicts, key)
+	delete(r.written, key)
 }
 
 // podSurvey is the target's running pods by state after a pass.
@@ -416,13 +463,14 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 // pass, with backoff, and reported once it has happened
 // maxResizeConflicts times in a row; any other error is returned, to be
 // retried with backoff.
-func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejections, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
+func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
 	sizeKey := size.key()
 	seen := map[types.UID]bool{}
 	inFlight := 0
 	for _, pod := range pods {
+		pod = rej.latest(key, pod)
 		a, ok := classify(pod, container, size)
 		if !ok {
 			continue
@@ -446,11 +494,12 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 		if a.state != podOutdated || !a.midResize && inFlight >= maxResizesInFlight {
 			continue
 		}
-		err := patchPodResize(ctx, client, a.pod, container, size)
+		answer, err := patchPodResize(ctx, client, a.pod, container, size)
 		switch {
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
 			rej.resized(key, a.pod.UID)
+			rej.wrote(key, resizePod(answer, container).(*corev1.Pod))
 			if !a.midResize {
 				inFlight++
 			}
@@ -485,7 +534,7 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 // resources, and the other containers, are left as they are. The
 // resourceVersion makes it conditional on the pod the decision was made
 // from.
-func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, container string, size inPlaceSize) error {
+func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, container string, size inPlaceSize) (*corev1.Pod, error) {
 	body := podResizePatchBody{
 		Metadata: patchMetadata{ResourceVersion: pod.ResourceVersion},
 		Spec: patchPodSpec{Containers: []patchContainer{{
@@ -495,12 +544,11 @@ func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encoding the resize of pod %s: %w", klog.KObj(pod), err)
+		return nil, fmt.Errorf("encoding the resize of pod %s: %w", klog.KObj(pod), err)
 	}
 	writes.WithLabelValues(writePodResize).Inc()
-	_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, raw,
+	return client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, raw,
 		metav1.PatchOptions{FieldManager: fieldManager}, "resize")
-	return err
 }
 
 // podResizePatchBody is the pods/resize patch, spelled out so that it

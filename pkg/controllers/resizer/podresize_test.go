@@ -168,7 +168,7 @@ func TestResizePodsPacing(t *testing.T) {
 	pods := []*corev1.Pod{runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"), runningPod("c", "100m", "50Mi")}
 	kube := kubefake.NewClientset(objects(pods...)...)
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	s, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// a is applied, b deferred: one place frees up, c is resized.
 	kube.ClearActions()
 	pods = []*corev1.Pod{applied(resized(pods[0])), answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonDeferred), pods[2]}
-	s, err = resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	s, err = resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestResizePodsPacing(t *testing.T) {
 	kube.ClearActions()
 	more := runningPod("d", "100m", "50Mi")
 	pods = []*corev1.Pod{pods[0], pods[1], answered(resized(pods[2]), corev1.PodResizePending, corev1.PodReasonDeferred), more}
-	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 0 {
@@ -213,7 +213,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// Infeasible ones do not hold the pacing: d goes on.
 	pods[1] = answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonInfeasible)
 	pods[1].Status.Conditions = pods[1].Status.Conditions[1:]
-	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 1 || got["d"].Spec.Containers == nil {
@@ -230,7 +230,7 @@ func TestResizePodsRejected(t *testing.T) {
 	kube := kubefake.NewClientset(pod)
 	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", field.ErrorList{field.Invalid(field.NewPath("spec"), "Burstable", "Pod QOS Class may not change as a result of resizing")})
 	kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, invalid })
-	rej := newRejections()
+	rej := newPodMemory()
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
 	s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize)
 	if err != nil {
@@ -253,7 +253,7 @@ func TestResizePodsRejected(t *testing.T) {
 	conflict.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	if s, err := resizePods(ctx, conflict, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
+	if s, err := resizePods(ctx, conflict, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
 		t.Errorf("conflict: %v, %+v", err, s)
 	}
 
@@ -261,7 +261,7 @@ func TestResizePodsRejected(t *testing.T) {
 	broken.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 	})
-	if _, err := resizePods(ctx, broken, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); !apierrors.IsServiceUnavailable(err) {
+	if _, err := resizePods(ctx, broken, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize); !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("error %v, want the API server's", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestResizePodsConflictsInARow(t *testing.T) {
 		}
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	rej := newRejections()
+	rej := newPodMemory()
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
 	pass := func(size inPlaceSize) podSurvey {
 		t.Helper()
@@ -362,7 +362,7 @@ func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
 	}
 	kube := kubefake.NewClientset(objects(pods...)...)
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize); err != nil {
 		t.Fatal(err)
 	}
 	got := resizeActions(t, kube)
@@ -384,7 +384,7 @@ func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
 		answered(inProgress, corev1.PodResizeInProgress, "")}
 	pods[3].Name, pods[3].UID = "d", "uid-d"
 	kube = kubefake.NewClientset(objects(pods...)...)
-	s, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize)
 	if err != nil {
 		t.Fatal(err)
 	}
