@@ -51,7 +51,7 @@ const (
 
 // inPlaceWarningReasons are the reasons of InPlaceResized=False that are
 // also Warning events, sent when the condition turns to one of them.
-var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject, reasonConflict}
+var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject, reasonResizeForbidden, reasonConflict}
 
 // inPlace reports whether ar asks for in-place resizes. All three target
 // kinds are resized in place the same way: none of their controllers
@@ -252,18 +252,14 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 		return result{requeue: cacheRetry}
 	}
 	size := inPlaceSize{requests: status.InPlace.Resources.Requests, limits: status.InPlace.Resources.Limits}
-	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size)
+	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size, now)
 	status.InPlace.Pods = int32(len(survey.answers))
 	status.InPlace.AtSize = int32(survey.count(podAtSize))
 	for _, st := range podStates {
 		inPlacePods.WithLabelValues(ar.Namespace, ar.Name, string(st)).Set(float64(survey.count(st)))
 	}
 	inPlaceCondition(status, ar, w, s, survey, now)
-	r := result{err: err}
-	if survey.conflicts > 0 {
-		r.requeue = conflictBackoff(survey.conflicts)
-	}
-	return r
+	return result{err: err, requeue: survey.retry}
 }
 
 // inPlaceCondition sets InPlaceResized from the pods' states. The worst
@@ -280,6 +276,11 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 	if a, ok := survey.first(podRejected); ok {
 		set(metav1.ConditionFalse, reasonResizeReject, fmt.Sprintf("The API server refused to resize pod %s to %s (%d of %d pods refused); not retried at this size: %s",
 			a.pod.Name, size, survey.count(podRejected), total, a.message))
+		return
+	}
+	if a, ok := survey.first(podForbidden); ok {
+		set(metav1.ConditionFalse, reasonResizeForbidden, fmt.Sprintf("The API server forbade the resize of pod %s to %s (%d of %d pods); tried again with backoff, up to every %s: %s",
+			a.pod.Name, size, survey.count(podForbidden), total, maxConflictBackoff, a.message))
 		return
 	}
 	if a, ok := survey.first(podInfeasible); ok {

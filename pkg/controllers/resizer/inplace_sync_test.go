@@ -559,3 +559,103 @@ func TestInPlaceCacheBehindItsOwnResizes(t *testing.T) {
 		t.Errorf("resized %v once the cache caught up and addon-a was applied, want addon-c", got)
 	}
 }
+
+// TestInPlaceForbiddenRetriedWithBackoff: a 403 on pods/resize that RBAC or
+// a ResourceQuota answers is not the pod's for good: the permission gets
+// granted, the quota gets room. It is reported (InPlaceResized False,
+// reason ResizeForbidden, a Warning event) and tried again with backoff;
+// once allowed, the pod is resized. The node's refusal of a size its
+// allocatable cannot hold (the PodResizeValidator's NodeCapacity) stays
+// abandoned at that size.
+func TestInPlaceForbiddenRetriedWithBackoff(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	var refusal error = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
+		errors.New(`User "system:serviceaccount:kube-system:scaleplane" cannot patch resource "pods/resize" in API group "" in the namespace "kube-system"`))
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if refusal == nil || a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		return true, nil, refusal
+	})
+	h.kube.ClearActions()
+
+	d := h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Fatalf("resized %v, want one attempt at addon-a", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeForbidden)
+	if _, ok := testkit.FindEvent(h.events(), "Warning ResizeForbidden", "pods/resize"); !ok {
+		t.Errorf("no Warning ResizeForbidden naming pods/resize")
+	}
+	if d <= 0 || d > time.Second {
+		t.Errorf("sync again in %v, want a retry within a second", d)
+	}
+	h.syncAt(t0.Add(d), "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Errorf("resized %v after the backoff, want addon-a tried again", got)
+	}
+	// Granted: the next attempt goes through.
+	refusal = nil
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v once allowed, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+
+	// The node's allocatable cannot hold the next size: not retried.
+	h.kubeletAnswers("apply", "addon-a")
+	capacity := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
+		errors.New("node didn't have enough allocatable resources: cpu, requested: 130, allocatable: 100"))
+	capacity.ErrStatus.Details.Causes = append(capacity.ErrStatus.Details.Causes, metav1.StatusCause{Type: "NodeCapacity"})
+	refusal = capacity
+	h.setNodes(3)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Fatalf("resized %v, want one attempt at the new size", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeReject)
+	for i := range 3 {
+		h.syncAt(t0.Add(time.Duration(3+i)*time.Minute), "addon")
+	}
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("a size the node's allocatable cannot hold was sent again: %v", got)
+	}
+}
+
+// TestInPlaceConflictBackoffIsAGatePerPod: the backoff after a conflict
+// holds the pod's next attempt until its time on the controller's clock,
+// whatever syncs come before it (every change of the cluster size syncs):
+// not only the requeue is delayed.
+func TestInPlaceConflictBackoffIsAGatePerPod(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "addon-a", errors.New("the object has been modified"))
+	})
+	h.kube.ClearActions()
+	now := t0
+	attempts := 0
+	for n := 1; n <= 4; n++ {
+		d := h.syncAt(now, "addon")
+		attempts++
+		// Syncs before the backoff is over: a node joins, one leaves.
+		for _, early := range []time.Duration{d / 4, d / 2, d - time.Millisecond} {
+			if got := h.syncAt(now.Add(early), "addon"); got <= 0 || got > d-early {
+				t.Errorf("after conflict %d, a sync %v into the backoff of %v asks to sync again in %v, want at most %v", n, early, d, got, d-early)
+			}
+		}
+		now = now.Add(d)
+	}
+	if got := h.podResizes(); len(got) != attempts {
+		t.Errorf("%d resize attempts in %v, want %d: one per backoff", len(got), now.Sub(t0), attempts)
+	}
+}

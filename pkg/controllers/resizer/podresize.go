@@ -19,6 +19,7 @@ package resizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -50,15 +51,15 @@ const (
 	// lags far behind.
 	maxResizeConflicts = 5
 	// maxConflictBackoff caps the wait before the next attempt at a pod
-	// whose resizes conflict: it doubles from cacheRetry with each conflict
-	// in a row.
+	// whose resizes conflict, or are forbidden: it doubles from cacheRetry
+	// with each failure in a row.
 	maxConflictBackoff = 5 * time.Minute
 )
 
-// conflictBackoff is when to try again after n conflicts in a row: 1 s,
-// 2 s, 4 s, ... up to maxConflictBackoff. A pod event (the cache caught up)
-// tries again sooner.
-func conflictBackoff(n int) time.Duration {
+// retryBackoff is how long a pod's next resize waits after n failures in
+// a row (conflicts, or refusals that may pass): 1 s, 2 s, 4 s, ... up to
+// maxConflictBackoff.
+func retryBackoff(n int) time.Duration {
 	d := cacheRetry
 	for i := 1; i < n && d < maxConflictBackoff; i++ {
 		d *= 2
@@ -102,9 +103,13 @@ const (
 	// a row (the pod changed between each read and the patch); still
 	// tried, with backoff.
 	podConflicted podState = "conflicted"
+	// podForbidden: the API server answered its resize 403 Forbidden for a
+	// reason that may pass (RBAC not granted yet, a ResourceQuota without
+	// room); tried again with backoff.
+	podForbidden podState = "forbidden"
 )
 
-var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted}
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted, podForbidden}
 
 // inFlight reports whether a pod in state s holds a place of the pacing.
 // A Deferred pod does: the node has no room, and resizing more pods on its
@@ -295,10 +300,10 @@ func resourcesReported(pod *corev1.Pod) bool {
 // a row at a size, which set its backoff; and the pod as the resizer's
 // last resize of it left it, until the informer shows that write.
 type podMemory struct {
-	mu        sync.Mutex
-	m         map[cache.ObjectName]map[types.UID]rejection
-	conflicts map[cache.ObjectName]map[types.UID]conflictCount
-	written   map[cache.ObjectName]map[types.UID]*corev1.Pod
+	mu       sync.Mutex
+	m        map[cache.ObjectName]map[types.UID]rejection
+	backoffs map[cache.ObjectName]map[types.UID]podBackoff
+	written  map[cache.ObjectName]map[types.UID]*corev1.Pod
 }
 
 // rejection is the API server's refusal of a resize to size.
@@ -307,17 +312,26 @@ type rejection struct {
 	message string
 }
 
-// conflictCount is how many resizes to size conflicted in a row.
-type conflictCount struct {
-	size string
-	n    int
+// podBackoff gates the next resize of a pod whose resizes to size failed
+// in a row, with a conflict or a refusal that may pass: none is sent before
+// notBefore, on the controller's clock, whatever syncs come earlier (every
+// change of the cluster size syncs). A resize that goes through, or a new
+// size, ends it.
+type podBackoff struct {
+	size      string
+	attempts  int
+	notBefore time.Time
+	// forbidden says the last attempt was refused with 403 Forbidden
+	// (message), not a conflict.
+	forbidden bool
+	message   string
 }
 
 func newPodMemory() *podMemory {
 	return &podMemory{
-		m:         map[cache.ObjectName]map[types.UID]rejection{},
-		conflicts: map[cache.ObjectName]map[types.UID]conflictCount{},
-		written:   map[cache.ObjectName]map[types.UID]*corev1.Pod{},
+		m:        map[cache.ObjectName]map[types.UID]rejection{},
+		backoffs: map[cache.ObjectName]map[types.UID]podBackoff{},
+		written:  map[cache.ObjectName]map[types.UID]*corev1.Pod{},
 	}
 }
 
@@ -354,28 +368,39 @@ func (r *podMemory) latest(key cache.ObjectName, cached *corev1.Pod) *corev1.Pod
 	return cached
 }
 
-// conflicted counts a conflict of the resize of uid to size and returns
-// how many came in a row at that size.
-func (r *podMemory) conflicted(key cache.ObjectName, uid types.UID, size string) int {
+// failed counts a failed resize of uid to size at now (a conflict, or a
+// 403 when forbidden) and returns the pod's backoff: attempts in a row at
+// that size, and when the next may be sent.
+func (r *podMemory) failed(key cache.ObjectName, uid types.UID, size string, now time.Time, forbidden bool, message string) podBackoff {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conflicts[key] == nil {
-		r.conflicts[key] = map[types.UID]conflictCount{}
+	if r.backoffs[key] == nil {
+		r.backoffs[key] = map[types.UID]podBackoff{}
 	}
-	c := r.conflicts[key][uid]
-	if c.size != size {
-		c = conflictCount{size: size}
+	b := r.backoffs[key][uid]
+	if b.size != size {
+		b = podBackoff{size: size}
 	}
-	c.n++
-	r.conflicts[key][uid] = c
-	return c.n
+	b.attempts++
+	b.notBefore = now.Add(retryBackoff(b.attempts))
+	b.forbidden, b.message = forbidden, message
+	r.backoffs[key][uid] = b
+	return b
 }
 
-// resized ends the conflicts in a row of uid: its resize went through.
+// backoff returns the backoff of uid's resizes to size, if any.
+func (r *podMemory) backoff(key cache.ObjectName, uid types.UID, size string) (podBackoff, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.backoffs[key][uid]
+	return b, ok && b.size == size
+}
+
+// resized ends the backoff of uid: its resize went through.
 func (r *podMemory) resized(key cache.ObjectName, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.conflicts[key], uid)
+	delete(r.backoffs[key], uid)
 }
 
 func (r *podMemory) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
@@ -406,9 +431,9 @@ func (r *podMemory) keep(key cache.ObjectName, seen map[types.UID]bool) {
 			delete(r.m[key], uid)
 		}
 	}
-	for uid := range r.conflicts[key] {
+	for uid := range r.backoffs[key] {
 		if !seen[uid] {
-			delete(r.conflicts[key], uid)
+			delete(r.backoffs[key], uid)
 		}
 	}
 	for uid := range r.written[key] {
@@ -422,7 +447,7 @@ func (r *podMemory) forget(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, key)
-	delete(r.conflicts, key)
+	delete(r.backoffs, key)
 	delete(r.written, key)
 }
 
@@ -430,10 +455,11 @@ func (r *podMemory) forget(key cache.ObjectName) {
 type podSurvey struct {
 	answers []podAnswer
 	// conflicts is set when a pod changed since the cache showed it: the
-	// most conflicts in a row of one pod's resize at this size. The pass
-	// is repeated after conflictBackoff(conflicts), or sooner on a pod
-	// event.
+	// most conflicts in a row of one pod's resize at this size.
 	conflicts int
+	// retry is when the first pod held back by its backoff may be resized
+	// again; zero if none is.
+	retry time.Duration
 }
 
 func (s podSurvey) count(state podState) int {
@@ -458,12 +484,15 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 // resizePods brings the target's running pods to size, maxResizesInFlight
 // at a time: it classifies each, and sends one pods/resize patch to each
 // outdated pod while fewer than maxResizesInFlight are mid-resize. A patch
-// the API server refuses is remembered and not sent again at this size; a
-// conflict (the pod changed since the cache showed it) is left to the next
-// pass, with backoff, and reported once it has happened
-// maxResizeConflicts times in a row; any other error is returned, to be
-// retried with backoff.
-func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
+// the API server refuses for good (invalid, or more than the node's
+// allocatable) is remembered and not sent again at this size. A conflict
+// (the pod changed since the cache showed it) or a 403 that may pass (RBAC,
+// a ResourceQuota) holds the pod's next attempt back until its backoff
+// ends at now + 1 s, 2 s, 4 s, ... on the controller's clock, however
+// often it is synced before; conflicts are reported once they have
+// happened maxResizeConflicts times in a row, a 403 at once. Any other
+// error is returned, to be retried with backoff.
+func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize, now time.Time) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
 	sizeKey := size.key()
@@ -479,6 +508,8 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		if a.state == podOutdated {
 			if msg, ok := rej.get(key, pod.UID, sizeKey); ok {
 				a.state, a.message = podRejected, msg
+			} else if b, ok := rej.backoff(key, pod.UID, sizeKey); ok {
+				a.state, a.message = b.state()
 			}
 		}
 		if a.state.inFlight() || a.midResize {
@@ -491,7 +522,11 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		a := &s.answers[i]
 		// A pod mid-resize at an older size holds its place already: it is
 		// sent the new size whatever the pacing.
-		if a.state != podOutdated || !a.midResize && inFlight >= maxResizesInFlight {
+		if !a.state.toResize() || !a.midResize && inFlight >= maxResizesInFlight {
+			continue
+		}
+		if b, ok := rej.backoff(key, a.pod.UID, sizeKey); ok && now.Before(b.notBefore) {
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
 			continue
 		}
 		answer, err := patchPodResize(ctx, client, a.pod, container, size)
@@ -503,23 +538,25 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 			if !a.midResize {
 				inFlight++
 			}
-			a.state, a.midResize = podResizing, false
+			a.state, a.message, a.midResize = podResizing, "", false
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile; its informer event will follow.
 		case apierrors.IsConflict(err):
-			n := rej.conflicted(key, a.pod.UID, sizeKey)
-			s.conflicts = max(s.conflicts, n)
-			logger.V(4).Info("The pod changed since the cache showed it, resizing it later", "pod", klog.KObj(a.pod), "conflicts", n)
-			if n >= maxResizeConflicts {
-				a.state, a.message = podConflicted, fmt.Sprintf("%d conflicts in a row, the last: %v", n, err)
-			}
+			b := rej.failed(key, a.pod.UID, sizeKey, now, false, err.Error())
+			s.conflicts = max(s.conflicts, b.attempts)
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
+			logger.V(4).Info("The pod changed since the cache showed it, resizing it later", "pod", klog.KObj(a.pod), "conflicts", b.attempts)
+			a.state, a.message = b.state()
+		case apierrors.IsForbidden(err) && !nodeRefusal(err):
+			// RBAC's answer, or a ResourceQuota's: both may pass (the
+			// permission is granted, the quota gets room).
+			msg := "forbidden (if by RBAC, grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace +
+				"; if by a ResourceQuota, give it room): " + err.Error()
+			b := rej.failed(key, a.pod.UID, sizeKey, now, true, msg)
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
+			a.state, a.message = b.state()
 		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
 			msg := err.Error()
-			if apierrors.IsForbidden(err) {
-				// RBAC's answer, or an admission's: the API server also
-				// refuses a resize the node's allocatable cannot hold.
-				msg = "forbidden (if by RBAC, grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace + "): " + msg
-			}
 			rej.add(key, a.pod.UID, sizeKey, msg)
 			a.state, a.message = podRejected, msg
 		default:
@@ -527,6 +564,41 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		}
 	}
 	return s, nil
+}
+
+// toResize reports whether a pod in state s is to be sent the size (when
+// the pacing and its backoff allow).
+func (s podState) toResize() bool {
+	return s == podOutdated || s == podConflicted || s == podForbidden
+}
+
+// state is the state and message of a pod held back by b.
+func (b podBackoff) state() (podState, string) {
+	switch {
+	case b.forbidden:
+		return podForbidden, b.message
+	case b.attempts >= maxResizeConflicts:
+		return podConflicted, fmt.Sprintf("%d conflicts in a row, the last: %s", b.attempts, b.message)
+	}
+	return podOutdated, ""
+}
+
+// nodeRefusal reports whether a 403 is the PodResizeValidator admission
+// plugin's refusal for the pod's node (kube-apiserver 1.37,
+// plugin/pkg/admission/podresize): more than its allocatable (cause
+// NodeCapacity) or not Linux (UnsupportedPlatform). The same size would be
+// refused again, so it is not retried at that size.
+func nodeRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == "NodeCapacity" || c.Type == "UnsupportedPlatform" {
+			return true
+		}
+	}
+	return false
 }
 
 // patchPodResize sends one strategic merge patch of pods/resize that sets
