@@ -259,6 +259,14 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 		inPlacePods.WithLabelValues(ar.Namespace, ar.Name, string(st)).Set(float64(survey.count(st)))
 	}
 	inPlaceCondition(status, ar, w, s, survey, now)
+	if a, n := survey.firstCapped(); n > 0 {
+		// The decision sees the template's limits; in place each pod's own
+		// bind, and they may be lower.
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit,
+			fmt.Sprintf("Requests of container %q of pod %s capped at the pod's own limits (%s; %d of %d pods capped): setLimits is false and a request may not exceed its limit, and in place the limits that bind are each running pod's, not the template's; raise the pods' limits (a rollout, or setLimits: true to size them too)",
+				s.container, a.pod.Name, describeCapped(a.capped), n, len(survey.answers)),
+			ar.Generation, now)
+	}
 	return result{err: err, requeue: survey.retry}
 }
 

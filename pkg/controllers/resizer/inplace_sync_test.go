@@ -659,3 +659,68 @@ func TestInPlaceConflictBackoffIsAGatePerPod(t *testing.T) {
 		t.Errorf("%d resize attempts in %v, want %d: one per backoff", len(got), now.Sub(t0), attempts)
 	}
 }
+
+// TestInPlaceCappedAtThePodsOwnLimit: in place, the limit that binds a
+// request is the running pod's own, not the template's: pods given limits
+// in place while setLimits was true keep them after it turned false, and
+// the pods of an OnDelete DaemonSet or StatefulSet keep the limits of the
+// template they were made from. A request is never sent above the pod's
+// own limit (the API server would refuse it); it stops there, the pod runs
+// at that size, and UpToDate says CappedAtLimit, naming the pod.
+func TestInPlaceCappedAtThePodsOwnLimit(t *testing.T) {
+	podLimits := resources("cpu=100m", "memory=100Mi", "limit:cpu=110m", "limit:memory=1Gi")
+	tests := []struct {
+		name   string
+		target runtime.Object
+		kind   scaleplanev1alpha1.TargetKind
+	}{
+		{name: "limits given in place, template without", target: deployment(addonName, resources("cpu=100m", "memory=100Mi")), kind: scaleplanev1alpha1.TargetKindDeployment},
+		{name: "OnDelete DaemonSet whose template limits were raised", target: daemonSet(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=1", "limit:memory=1Gi")), kind: scaleplanev1alpha1.TargetKindDaemonSet},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t,
+				addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(tc.kind, addonName)),
+				tc.target, addonPod("addon-a", podLimits),
+			)
+			h.podsFromClientset()
+			// The API server's validation: a request may not exceed its limit.
+			h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				var body podResizePatchBody
+				h.check(json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &body))
+				for _, c := range body.Spec.Containers {
+					for name, q := range c.Resources.Requests {
+						if lim, ok := podLimits.Limits[name]; ok && q.Cmp(lim) > 0 {
+							return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "addon-a",
+								field.ErrorList{field.Invalid(field.NewPath("spec", "containers").Index(1).Child("resources", "requests"), q.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String())})
+						}
+					}
+				}
+				return false, nil, nil
+			})
+			h.setNodes(2) // cpu estimate 120m, above the pod's limit of 110m
+			h.kube.ClearActions()
+			h.syncAt(t0, "addon")
+			if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+				t.Fatalf("resized %v, want addon-a", got)
+			}
+			mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "110m")
+			mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceMemory, "120Mi")
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+			if c := h.condition("addon", scaleplanev1alpha1.ConditionUpToDate); c == nil || !strings.Contains(c.Message, "addon-a") || !strings.Contains(c.Message, "110m") {
+				t.Errorf("UpToDate %+v, want the pod and its limit named", c)
+			}
+			if c := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized); c != nil && c.Reason == reasonResizeReject {
+				t.Errorf("InPlaceResized %+v: a request above the pod's limit was sent", c)
+			}
+			// Applied at its capped size, the pod is not resized again.
+			h.kubeletAnswers("apply", "addon-a")
+			h.syncAt(t0.Add(time.Minute), "addon")
+			if got := h.podResizes(); len(got) != 0 {
+				t.Errorf("resized %v again", got)
+			}
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+		})
+	}
+}

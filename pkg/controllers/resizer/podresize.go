@@ -140,6 +140,33 @@ func resourceListString(l corev1.ResourceList) string {
 	return strings.Join(parts, ",")
 }
 
+// forPod is the size for a pod whose container has spec: each request the
+// size names without a limit (limits are not the resizer's) is capped at
+// the pod's own limit, which is what binds it in place (the template's
+// may differ: limits given in place while setLimits was true, or the
+// template edited under an OnDelete update strategy), as the API server
+// refuses a request above its limit. capped says which were.
+func (z inPlaceSize) forPod(spec *corev1.ResourceRequirements) (inPlaceSize, []cappedResource) {
+	var capped []cappedResource
+	out := z
+	for name, q := range z.requests {
+		if _, managed := z.limits[name]; managed {
+			continue
+		}
+		lim, ok := spec.Limits[name]
+		if !ok || q.Cmp(lim) <= 0 {
+			continue
+		}
+		if len(capped) == 0 {
+			out.requests = z.requests.DeepCopy()
+		}
+		out.requests[name] = lim.DeepCopy()
+		capped = append(capped, cappedResource{name: name, estimate: q.DeepCopy(), limit: lim.DeepCopy()})
+	}
+	sort.Slice(capped, func(i, j int) bool { return capped[i].name < capped[j].name })
+	return out, capped
+}
+
 // matches reports whether r has every value of the size. Resources the size
 // does not name are not the resizer's and are not looked at.
 func (z inPlaceSize) matches(r *corev1.ResourceRequirements) bool {
@@ -168,6 +195,10 @@ type podAnswer struct {
 	// the size it was sent before (a size older than this one): it holds a
 	// place of the pacing, and is sent the new size before any other pod.
 	midResize bool
+	// size is the pod's own size: the size capped at its limits, capped
+	// says which (inPlaceSize.forPod).
+	size   inPlaceSize
+	capped []cappedResource
 }
 
 // classify tells where pod is on the way to size. Only a running pod bound
@@ -195,6 +226,8 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		}
 	}
 	a := podAnswer{pod: pod}
+	size, a.capped = size.forPod(spec)
+	a.size = size
 	if !size.matches(spec) {
 		a.state = podOutdated
 		if !resourcesReported(pod) {
@@ -472,6 +505,22 @@ func (s podSurvey) count(state podState) int {
 	return n
 }
 
+// firstCapped returns the first pod whose size its own limits cap, and
+// how many are.
+func (s podSurvey) firstCapped() (podAnswer, int) {
+	var first podAnswer
+	n := 0
+	for _, a := range s.answers {
+		if len(a.capped) > 0 {
+			if n == 0 {
+				first = a
+			}
+			n++
+		}
+	}
+	return first, n
+}
+
 func (s podSurvey) first(state podState) (podAnswer, bool) {
 	for _, a := range s.answers {
 		if a.state == state {
@@ -495,7 +544,6 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize, now time.Time) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
-	sizeKey := size.key()
 	seen := map[types.UID]bool{}
 	inFlight := 0
 	for _, pod := range pods {
@@ -506,9 +554,9 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		}
 		seen[pod.UID] = true
 		if a.state == podOutdated {
-			if msg, ok := rej.get(key, pod.UID, sizeKey); ok {
+			if msg, ok := rej.get(key, pod.UID, a.size.key()); ok {
 				a.state, a.message = podRejected, msg
-			} else if b, ok := rej.backoff(key, pod.UID, sizeKey); ok {
+			} else if b, ok := rej.backoff(key, pod.UID, a.size.key()); ok {
 				a.state, a.message = b.state()
 			}
 		}
@@ -525,11 +573,12 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		if !a.state.toResize() || !a.midResize && inFlight >= maxResizesInFlight {
 			continue
 		}
+		sizeKey := a.size.key()
 		if b, ok := rej.backoff(key, a.pod.UID, sizeKey); ok && now.Before(b.notBefore) {
 			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
 			continue
 		}
-		answer, err := patchPodResize(ctx, client, a.pod, container, size)
+		answer, err := patchPodResize(ctx, client, a.pod, container, a.size)
 		switch {
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
