@@ -184,6 +184,20 @@ func applyChanges(r corev1.ResourceRequirements, changes []resourceChange, setLi
 // at; a decided change becomes the new held size in status, with a Resized
 // event that says in place; then the pods are brought to the held size.
 func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	if status.InPlace == nil || len(status.InPlace.Resources.Requests)+len(status.InPlace.Resources.Limits) == 0 {
+		// No held size: a new AddonResizer, or one deleted and created
+		// again (a GitOps replace, a Helm reinstall, a restore). Its pods
+		// may run at a size the template never had: start from it, or a
+		// change postponed by a delay would hold the template's stale size
+		// and bring the pods down to it at once.
+		held, ok, r := ip.runningSize(ctx, ar, s, w)
+		if r != nil {
+			return *r
+		}
+		if ok {
+			status.InPlace = &scaleplanev1alpha1.InPlaceStatus{Resources: held}
+		}
+	}
 	view := inPlaceView(w, s, status)
 	rs, r, act := planResize(ar, s, view, z, status, now)
 	container := view.container(s.container)
@@ -214,6 +228,42 @@ func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.Add
 		r.outcome = outcomeError
 	}
 	return r
+}
+
+// runningSize returns the size (heldSize) of the container in the target's
+// running pods, as their specs have it: the size most of them have (a tie
+// goes to the size that reached the count first, pods taken by name);
+// false when no pod runs. A non-nil result
+// says the pods are not known yet.
+func (ip *inPlaceResizer) runningSize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload) (corev1.ResourceRequirements, bool, *result) {
+	selector, err := metav1.LabelSelectorAsSelector(w.selector)
+	if err != nil {
+		return corev1.ResourceRequirements{}, false, &result{outcome: outcomeError, err: fmt.Errorf("the selector of %s is not valid: %w", w, err)}
+	}
+	pods, synced := ip.podsOf(ctx, cache.MetaObjectToName(ar), w.namespace, selector, s.container)
+	if !synced {
+		return corev1.ResourceRequirements{}, false, &result{wait: cacheRetry}
+	}
+	counts := map[string]int{}
+	var best corev1.ResourceRequirements
+	bestKey, found := "", false
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			if c.Name != s.container {
+				continue
+			}
+			size := heldSize(c.Resources, s)
+			k := resourceListString(size.Requests) + "|" + resourceListString(size.Limits)
+			counts[k]++
+			if !found || counts[k] > counts[bestKey] {
+				best, bestKey, found = size, k, true
+			}
+		}
+	}
+	return best, found, nil
 }
 
 // resized records an in-place resize: in status, as a Normal event saying

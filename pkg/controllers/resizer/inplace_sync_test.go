@@ -724,3 +724,41 @@ func TestInPlaceCappedAtThePodsOwnLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestInPlaceRecreatedStartsFromTheRunningPods: an AddonResizer deleted
+// and created again (a GitOps replace, a Helm reinstall, a restore, a move
+// from VPA in place) has no held size. It starts from the size its target's
+// running pods have, not from the template's stale one: a raise that
+// scaleUpDelay postpones leaves the pods as they are, instead of shrinking
+// them at once to the template's size.
+func TestInPlaceRecreatedStartsFromTheRunningPods(t *testing.T) {
+	template := resources("cpu=100m", "memory=100Mi")
+	running := resources("cpu=120m", "memory=120Mi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withDelays(10*time.Minute, 10*time.Minute)),
+		deployment(addonName, template),
+		addonPod("addon-a", running), addonPod("addon-b", running),
+	)
+	h.podsFromClientset()
+	h.setNodes(3) // estimate 130m, 130Mi: a raise from the pods' size
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v to %v: the re-created AddonResizer shrank its running pods", got, h.podRequests("addon-a"))
+	}
+	ar := h.get("addon")
+	if ar.Status.InPlace == nil {
+		t.Fatal("no status.inPlace")
+	}
+	mustQuantity(t, ar.Status.InPlace.Resources.Requests, corev1.ResourceCPU, "120m")
+	mustQuantity(t, ar.Status.InPlace.Resources.Requests, corev1.ResourceMemory, "120Mi")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonPostponed)
+
+	// The delay passes: the raise goes to the pods.
+	h.syncAt(t0.Add(10*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a,addon-b" {
+		t.Errorf("resized %v after scaleUpDelay, want both pods", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
+}
