@@ -47,6 +47,7 @@ const (
 	reasonResizeReject  = "ResizeRejected"
 	reasonUnreported    = "ResourcesNotReported"
 	reasonConflict      = "ResizeConflict"
+	reasonNodeNotReady  = "NodeNotReady"
 )
 
 // inPlaceWarningReasons are the reasons of InPlaceResized=False that are
@@ -73,6 +74,10 @@ type inPlaceResizer struct {
 	// podsOf returns the running target pods of an AddonResizer, and
 	// whether they are known yet: watches.pods, or the tests' own.
 	podsOf func(ctx context.Context, key cache.ObjectName, namespace string, selector labels.Selector, container string) ([]*corev1.Pod, bool)
+	// nodes watches whether nodes are Ready; notReadyNodes reads it (or
+	// the tests' own), and whether it is known yet.
+	nodes         *nodeReadiness
+	notReadyNodes func(ctx context.Context) (notReadyLookup, bool)
 }
 
 func newInPlaceResizer(kubeClient kubernetes.Interface, recorder record.EventRecorder, enqueue func(cache.ObjectName)) *inPlaceResizer {
@@ -83,13 +88,28 @@ func newInPlaceResizer(kubeClient kubernetes.Interface, recorder record.EventRec
 		memory:     newPodMemory(),
 	}
 	ip.podsOf = ip.watches.pods
+	// A node turning Ready or not changes which pods may be resized: the
+	// InPlace AddonResizers (those with a pod watch) sync.
+	ip.nodes = newNodeReadiness(kubeClient, func() {
+		for _, key := range ip.watches.keys() {
+			enqueue(key)
+		}
+	})
+	ip.notReadyNodes = ip.nodes.lookup
 	return ip
 }
 
-// start lets the pod informers run under ctx; wait returns once they all
-// stopped after ctx ended.
-func (ip *inPlaceResizer) start(ctx context.Context) { ip.watches.start(ctx) }
-func (ip *inPlaceResizer) wait()                     { ip.watches.wait() }
+// start lets the pod and node informers run under ctx; wait returns once
+// they all stopped after ctx ended.
+func (ip *inPlaceResizer) start(ctx context.Context) {
+	ip.watches.start(ctx)
+	ip.nodes.start(ctx)
+}
+
+func (ip *inPlaceResizer) wait() {
+	ip.watches.wait()
+	ip.nodes.wait()
+}
 
 // forget drops everything kept for key: its AddonResizer was deleted, or
 // is back to Rollout.
@@ -301,8 +321,12 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 	if !synced {
 		return result{requeue: cacheRetry}
 	}
+	unready, synced := ip.notReadyNodes(ctx)
+	if !synced {
+		return result{requeue: cacheRetry}
+	}
 	size := inPlaceSize{requests: status.InPlace.Resources.Requests, limits: status.InPlace.Resources.Limits}
-	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size, now)
+	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size, unready, now)
 	status.InPlace.Pods = int32(len(survey.answers))
 	status.InPlace.AtSize = int32(survey.count(podAtSize))
 	for _, st := range podStates {
@@ -368,6 +392,17 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 		// this condition.
 		set(metav1.ConditionFalse, reasonUnreported, fmt.Sprintf("The kubelet of node %s reports no resources for the running containers of pod %s (%d of %d pods), so the API server would refuse to resize it: the node does not resize in place (a kubelet before 1.33, or InPlacePodVerticalScaling off), or has not reported them yet; it is resized to %s once it does",
 			a.pod.Spec.NodeName, a.pod.Name, survey.count(podUnreported), total, size))
+		return
+	}
+	if n := survey.count(podNodeNotReady); n > 0 {
+		var waiting []string
+		for _, a := range survey.answers {
+			if a.state == podNodeNotReady && len(waiting) < 3 {
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", a.pod.Name, a.message))
+			}
+		}
+		set(metav1.ConditionFalse, reasonNodeNotReady, fmt.Sprintf("%d of %d running pods wait for their node to be Ready again before they are resized to %s (they hold no place of the pacing: a kubelet that is down never answers; %d of %d pods at size): %s",
+			n, total, size, survey.count(podAtSize), total, strings.Join(waiting, "; ")))
 		return
 	}
 	if total == 0 {

@@ -74,6 +74,22 @@ func (h *harness) podsFromClientset() {
 		}
 		return out, true
 	}
+	h.nodesFromClientset()
+}
+
+// nodesFromClientset makes the in-place resizer read whether nodes are
+// Ready from the fake clientset's Nodes (a pod's node that is not there
+// counts as Ready, as for the node watch).
+func (h *harness) nodesFromClientset() {
+	h.c.inPlace.notReadyNodes = func(ctx context.Context) (notReadyLookup, bool) {
+		return func(name string) (corev1.NodeCondition, bool) {
+			n, err := h.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return corev1.NodeCondition{}, false
+			}
+			return readyNode(n).(*nodeReadyState).notReady()
+		}, true
+	}
 }
 
 // kubeletAnswers updates the named pods as their kubelet would: apply
@@ -515,6 +531,7 @@ func (h *harness) podsFromSnapshot() (catchUp func()) {
 	h.c.inPlace.podsOf = func(context.Context, cache.ObjectName, string, labels.Selector, string) ([]*corev1.Pod, bool) {
 		return snapshot, true
 	}
+	h.nodesFromClientset()
 	return catchUp
 }
 
@@ -761,4 +778,78 @@ func TestInPlaceRecreatedStartsFromTheRunningPods(t *testing.T) {
 		t.Errorf("resized %v after scaleUpDelay, want both pods", got)
 	}
 	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
+}
+
+// node is a Node whose Ready condition has status ready.
+func node(name string, ready corev1.ConditionStatus) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: ready, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
+			LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
+		}}},
+	}
+}
+
+// onNode is pod bound to nodeName.
+func onNode(pod *corev1.Pod, nodeName string) *corev1.Pod {
+	pod.Spec.NodeName = nodeName
+	return pod
+}
+
+// TestInPlaceNotReadyNodesDoNotHoldThePacing: DaemonSet pods on nodes that
+// are not Ready stay Running and accept a resize their kubelet never
+// answers. Resized before their nodes died, they would hold both places
+// of the pacing for good, and no healthy pod would ever be resized. Pods
+// on nodes whose Ready condition is not True hold no place and are not
+// sent a resize; the others go on, and InPlaceResized says which pods wait
+// for which node.
+func TestInPlaceNotReadyNodesDoNotHoldThePacing(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	sent := resources("cpu=120m", "memory=120Mi")
+	// a and b were sent 120m before their nodes stopped answering.
+	a, b := onNode(addonPod("addon-a", start), "dead-1"), onNode(addonPod("addon-b", start), "dead-2")
+	for _, p := range []*corev1.Pod{a, b} {
+		p.Generation++
+		p.Spec.Containers[1].Resources = sent
+	}
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(scaleplanev1alpha1.TargetKindDaemonSet, addonName)),
+		daemonSet(addonName, start),
+		node("dead-1", corev1.ConditionUnknown), node("dead-2", corev1.ConditionFalse), node("live-1", corev1.ConditionTrue), node("live-2", corev1.ConditionTrue),
+		a, b, onNode(addonPod("addon-c", start), "live-1"), onNode(addonPod("addon-d", start), "live-2"),
+	)
+	h.podsFromClientset()
+	h.setNodes(2) // 120m, 120Mi
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c,addon-d" {
+		t.Errorf("resized %v, want addon-c and addon-d: the pods on nodes that are not Ready hold no place", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonNodeNotReady)
+	c := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized)
+	for _, want := range []string{"addon-a", "dead-1", "addon-b", "dead-2"} {
+		if c == nil || !strings.Contains(c.Message, want) {
+			t.Errorf("InPlaceResized %+v, want it to name %s", c, want)
+		}
+	}
+
+	// The healthy pods are applied; the size changes: the pods on dead
+	// nodes are not sent it.
+	h.kubeletAnswers("apply", "addon-c", "addon-d")
+	h.setNodes(4)
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c,addon-d" {
+		t.Errorf("resized %v at the new size, want addon-c and addon-d only", got)
+	}
+
+	// dead-1 comes back: its pod is resized.
+	h.kubeletAnswers("apply", "addon-c", "addon-d")
+	_, err := h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, node("dead-1", corev1.ConditionTrue), metav1.UpdateOptions{})
+	h.check(err)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v once dead-1 was Ready again, want addon-a", got)
+	}
 }

@@ -107,9 +107,14 @@ const (
 	// reason that may pass (RBAC not granted yet, a ResourceQuota without
 	// room); tried again with backoff.
 	podForbidden podState = "forbidden"
+	// podNodeNotReady: not at the size, on a node whose Ready condition is
+	// not True. Its kubelet would not answer (a DaemonSet's pod stays
+	// Running on a dead node); neither sent a resize nor holding a place,
+	// it is resized once its node is Ready again.
+	podNodeNotReady podState = "node_not_ready"
 )
 
-var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted, podForbidden}
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted, podForbidden, podNodeNotReady}
 
 // inFlight reports whether a pod in state s holds a place of the pacing.
 // A Deferred pod does: the node has no room, and resizing more pods on its
@@ -532,7 +537,9 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 
 // resizePods brings the target's running pods to size, maxResizesInFlight
 // at a time: it classifies each, and sends one pods/resize patch to each
-// outdated pod while fewer than maxResizesInFlight are mid-resize. A patch
+// outdated pod while fewer than maxResizesInFlight are mid-resize. A pod
+// not at size on a node that is not Ready (unready) is left out: its
+// kubelet would never answer, and it would hold a place for good. A patch
 // the API server refuses for good (invalid, or more than the node's
 // allocatable) is remembered and not sent again at this size. A conflict
 // (the pod changed since the cache showed it) or a 403 that may pass (RBAC,
@@ -541,7 +548,7 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 // often it is synced before; conflicts are reported once they have
 // happened maxResizeConflicts times in a row, a 403 at once. Any other
 // error is returned, to be retried with backoff.
-func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize, now time.Time) (podSurvey, error) {
+func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize, unready notReadyLookup, now time.Time) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
 	seen := map[types.UID]bool{}
@@ -558,6 +565,15 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 				a.state, a.message = podRejected, msg
 			} else if b, ok := rej.backoff(key, pod.UID, a.size.key()); ok {
 				a.state, a.message = b.state()
+			}
+		}
+		if a.state != podAtSize && unready != nil {
+			if cond, ok := unready(pod.Spec.NodeName); ok {
+				a.state, a.midResize = podNodeNotReady, false
+				a.message = fmt.Sprintf("node %s Ready %s since %s", pod.Spec.NodeName, cond.Status, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+				if cond.Reason != "" {
+					a.message += ", " + cond.Reason
+				}
 			}
 		}
 		if a.state.inFlight() || a.midResize {

@@ -168,7 +168,7 @@ func TestResizePodsPacing(t *testing.T) {
 	pods := []*corev1.Pod{runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"), runningPod("c", "100m", "50Mi")}
 	kube := kubefake.NewClientset(objects(pods...)...)
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// a is applied, b deferred: one place frees up, c is resized.
 	kube.ClearActions()
 	pods = []*corev1.Pod{applied(resized(pods[0])), answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonDeferred), pods[2]}
-	s, err = resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0)
+	s, err = resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestResizePodsPacing(t *testing.T) {
 	kube.ClearActions()
 	more := runningPod("d", "100m", "50Mi")
 	pods = []*corev1.Pod{pods[0], pods[1], answered(resized(pods[2]), corev1.PodResizePending, corev1.PodReasonDeferred), more}
-	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 0 {
@@ -213,7 +213,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// Infeasible ones do not hold the pacing: d goes on.
 	pods[1] = answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonInfeasible)
 	pods[1].Status.Conditions = pods[1].Status.Conditions[1:]
-	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 1 || got["d"].Spec.Containers == nil {
@@ -232,7 +232,7 @@ func TestResizePodsRejected(t *testing.T) {
 	kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, invalid })
 	rej := newPodMemory()
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, t0)
+	s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +240,12 @@ func TestResizePodsRejected(t *testing.T) {
 		t.Fatalf("states %+v, want rejected with the API server's message", s.answers)
 	}
 	kube.ClearActions()
-	s, err = resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, t0)
+	s, err = resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, nil, t0)
 	if err != nil || len(kube.Actions()) != 0 || s.count(podRejected) != 1 {
 		t.Errorf("a refused resize was sent again: %v, %v, %+v", err, kube.Actions(), s.answers)
 	}
 	bigger := inPlaceSize{requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")}}
-	if _, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, bigger, t0); err != nil || len(kube.Actions()) != 1 {
+	if _, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, bigger, nil, t0); err != nil || len(kube.Actions()) != 1 {
 		t.Errorf("a new size was not tried: %v, %v", err, kube.Actions())
 	}
 
@@ -253,7 +253,7 @@ func TestResizePodsRejected(t *testing.T) {
 	conflict.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	if s, err := resizePods(ctx, conflict, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, t0); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
+	if s, err := resizePods(ctx, conflict, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, nil, t0); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
 		t.Errorf("conflict: %v, %+v", err, s)
 	}
 
@@ -261,7 +261,7 @@ func TestResizePodsRejected(t *testing.T) {
 	broken.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 	})
-	if _, err := resizePods(ctx, broken, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, t0); !apierrors.IsServiceUnavailable(err) {
+	if _, err := resizePods(ctx, broken, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, nil, t0); !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("error %v, want the API server's", err)
 	}
 }
@@ -287,7 +287,7 @@ func TestResizePodsConflictsInARow(t *testing.T) {
 		t.Helper()
 		// Each pass once the pod's backoff is over.
 		now = now.Add(maxConflictBackoff)
-		s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, size, now)
+		s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, size, nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
 	}
 	kube := kubefake.NewClientset(objects(pods...)...)
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	got := resizeActions(t, kube)
@@ -387,7 +387,7 @@ func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
 		answered(inProgress, corev1.PodResizeInProgress, "")}
 	pods[3].Name, pods[3].UID = "d", "uid-d"
 	kube = kubefake.NewClientset(objects(pods...)...)
-	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, t0)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
