@@ -853,3 +853,58 @@ func TestInPlaceNotReadyNodesDoNotHoldThePacing(t *testing.T) {
 		t.Errorf("resized %v once dead-1 was Ready again, want addon-a", got)
 	}
 }
+
+// TestInPlaceTransientKubeletErrorIsNotPermanent: the kubelet's
+// PodResizeInProgress with reason Error (a memory limit below the
+// container's usage, a runtime that failed once) is a passing state the
+// kubelet retries by itself. The resizer keeps nothing of it: it reads the
+// pod's conditions afresh at every sync, so the pod holds its place while
+// the error lasts, is sent a later size all the same, and is at size once
+// its kubelet applies one. (The Vertical Pod Autoscaler cached such an
+// error as infeasible and skipped the pod's later sizes until a restart.)
+func TestInPlaceTransientKubeletErrorIsNotPermanent(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Fatalf("resized %v, want addon-a", got)
+	}
+	h.expectEvents("Normal Resized")
+	failing := func() {
+		p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, "addon-a", metav1.GetOptions{})
+		h.check(err)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, Reason: corev1.PodReasonError,
+			Message: "failed to update container resources: the runtime refused", ObservedGeneration: p.Generation}}
+		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(h.ctx, p, metav1.UpdateOptions{})
+		h.check(err)
+	}
+	failing()
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v while the kubelet retries", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeError)
+	h.expectEvents("Warning ResizeError The kubelet of node node-0 failed to resize pod addon-a")
+
+	// A new size while the error lasts is sent all the same.
+	h.setNodes(3)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v at the new size while the kubelet's error lasts, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
+
+	// The error passes: the pod is at size, and later sizes follow.
+	h.kubeletAnswers("apply", "addon-a")
+	h.syncAt(t0.Add(3*time.Minute), "addon")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
+	h.setNodes(4)
+	h.syncAt(t0.Add(4*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v at the next size after the error passed, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "140m")
+}
