@@ -253,8 +253,8 @@ func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.Add
 // runningSize returns the size (heldSize) of the container in the target's
 // running pods, as their specs have it: the size most of them have (a tie
 // goes to the size that reached the count first, pods taken by name);
-// false when no pod runs. A non-nil result
-// says the pods are not known yet.
+// false when no pod runs. A non-nil result says the pods are not known
+// yet, or the selector is not valid.
 func (ip *inPlaceResizer) runningSize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload) (corev1.ResourceRequirements, bool, *result) {
 	selector, err := metav1.LabelSelectorAsSelector(w.selector)
 	if err != nil {
