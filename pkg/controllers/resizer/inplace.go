@@ -47,11 +47,12 @@ const (
 	reasonResizeReject  = "ResizeRejected"
 	reasonUnreported    = "ResourcesNotReported"
 	reasonConflict      = "ResizeConflict"
+	reasonNodeNotReady  = "NodeNotReady"
 )
 
 // inPlaceWarningReasons are the reasons of InPlaceResized=False that are
 // also Warning events, sent when the condition turns to one of them.
-var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject, reasonConflict}
+var inPlaceWarningReasons = []string{reasonDeferred, reasonInfeasible, reasonResizeError, reasonResizeReject, reasonResizeForbidden, reasonConflict}
 
 // inPlace reports whether ar asks for in-place resizes. All three target
 // kinds are resized in place the same way: none of their controllers
@@ -69,10 +70,14 @@ type inPlaceResizer struct {
 	kubeClient kubernetes.Interface
 	recorder   record.EventRecorder
 	watches    *podWatches
-	rejections *rejections
+	memory     *podMemory
 	// podsOf returns the running target pods of an AddonResizer, and
 	// whether they are known yet: watches.pods, or the tests' own.
 	podsOf func(ctx context.Context, key cache.ObjectName, namespace string, selector labels.Selector, container string) ([]*corev1.Pod, bool)
+	// nodes watches whether nodes are Ready; notReadyNodes reads it (or
+	// the tests' own), and whether it is known yet.
+	nodes         *nodeReadiness
+	notReadyNodes func(ctx context.Context) (notReadyLookup, bool)
 }
 
 func newInPlaceResizer(kubeClient kubernetes.Interface, recorder record.EventRecorder, enqueue func(cache.ObjectName)) *inPlaceResizer {
@@ -80,22 +85,37 @@ func newInPlaceResizer(kubeClient kubernetes.Interface, recorder record.EventRec
 		kubeClient: kubeClient,
 		recorder:   recorder,
 		watches:    newPodWatches(kubeClient, enqueue),
-		rejections: newRejections(),
+		memory:     newPodMemory(),
 	}
 	ip.podsOf = ip.watches.pods
+	// A node turning Ready or not changes which pods may be resized: the
+	// InPlace AddonResizers (those with a pod watch) sync.
+	ip.nodes = newNodeReadiness(kubeClient, func() {
+		for _, key := range ip.watches.keys() {
+			enqueue(key)
+		}
+	})
+	ip.notReadyNodes = ip.nodes.lookup
 	return ip
 }
 
-// start lets the pod informers run under ctx; wait returns once they all
-// stopped after ctx ended.
-func (ip *inPlaceResizer) start(ctx context.Context) { ip.watches.start(ctx) }
-func (ip *inPlaceResizer) wait()                     { ip.watches.wait() }
+// start lets the pod and node informers run under ctx; wait returns once
+// they all stopped after ctx ended.
+func (ip *inPlaceResizer) start(ctx context.Context) {
+	ip.watches.start(ctx)
+	ip.nodes.start(ctx)
+}
+
+func (ip *inPlaceResizer) wait() {
+	ip.watches.wait()
+	ip.nodes.wait()
+}
 
 // forget drops everything kept for key: its AddonResizer was deleted, or
 // is back to Rollout.
 func (ip *inPlaceResizer) forget(key cache.ObjectName) {
 	ip.watches.stop(key)
-	ip.rejections.forget(key)
+	ip.memory.forget(key)
 	for _, st := range podStates {
 		inPlacePods.DeleteLabelValues(key.Namespace, key.Name, string(st))
 	}
@@ -112,8 +132,11 @@ func (ip *inPlaceResizer) rollout(ar *scaleplanev1alpha1.AddonResizer, status *s
 // inPlaceView returns the target as the in-place decision sees it: its
 // container at the size the pods are held at (status.inPlace), where
 // status has one. The template keeps its own resources in InPlace mode, so
-// deciding against it would resize again at every sync. The result is a
-// copy: w is the cache's.
+// deciding against it would resize again at every sync. With setLimits
+// false the template's limit of a held request is left out: in place each
+// running pod's own limit binds, and each pod's size is capped at it
+// (inPlaceSize.forPod), whether it is lower than the template's or higher.
+// The result is a copy: w is the cache's.
 func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResizerStatus) *workload {
 	view := *w
 	view.template = w.template.DeepCopy()
@@ -128,6 +151,9 @@ func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResize
 				c.Resources.Requests = corev1.ResourceList{}
 			}
 			c.Resources.Requests[name] = q.DeepCopy()
+			if !s.setLimits {
+				delete(c.Resources.Limits, name)
+			}
 		}
 		if q, ok := held.Limits[name]; ok && s.setLimits {
 			if c.Resources.Limits == nil {
@@ -184,6 +210,20 @@ func applyChanges(r corev1.ResourceRequirements, changes []resourceChange, setLi
 // at; a decided change becomes the new held size in status, with a Resized
 // event that says in place; then the pods are brought to the held size.
 func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, z sizing, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	if status.InPlace == nil || len(status.InPlace.Resources.Requests)+len(status.InPlace.Resources.Limits) == 0 {
+		// No held size: a new AddonResizer, or one deleted and created
+		// again (a GitOps replace, a Helm reinstall, a restore). Its pods
+		// may run at a size the template never had: start from it, or a
+		// change postponed by a delay would hold the template's stale size
+		// and bring the pods down to it at once.
+		held, ok, r := ip.runningSize(ctx, ar, s, w)
+		if r != nil {
+			return *r
+		}
+		if ok {
+			status.InPlace = &scaleplanev1alpha1.InPlaceStatus{Resources: held}
+		}
+	}
 	view := inPlaceView(w, s, status)
 	rs, r, act := planResize(ar, s, view, z, status, now)
 	container := view.container(s.container)
@@ -214,6 +254,42 @@ func (ip *inPlaceResizer) resize(ctx context.Context, ar *scaleplanev1alpha1.Add
 		r.outcome = outcomeError
 	}
 	return r
+}
+
+// runningSize returns the size (heldSize) of the container in the target's
+// running pods, as their specs have it: the size most of them have (a tie
+// goes to the size that reached the count first, pods taken by name);
+// false when no pod runs. A non-nil result says the pods are not known
+// yet, or the selector is not valid.
+func (ip *inPlaceResizer) runningSize(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload) (corev1.ResourceRequirements, bool, *result) {
+	selector, err := metav1.LabelSelectorAsSelector(w.selector)
+	if err != nil {
+		return corev1.ResourceRequirements{}, false, &result{outcome: outcomeError, err: fmt.Errorf("the selector of %s is not valid: %w", w, err)}
+	}
+	pods, synced := ip.podsOf(ctx, cache.MetaObjectToName(ar), w.namespace, selector, s.container)
+	if !synced {
+		return corev1.ResourceRequirements{}, false, &result{wait: cacheRetry}
+	}
+	counts := map[string]int{}
+	var best corev1.ResourceRequirements
+	bestKey, found := "", false
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			if c.Name != s.container {
+				continue
+			}
+			size := heldSize(c.Resources, s)
+			k := resourceListString(size.Requests) + "|" + resourceListString(size.Limits)
+			counts[k]++
+			if !found || counts[k] > counts[bestKey] {
+				best, bestKey, found = size, k, true
+			}
+		}
+	}
+	return best, found, nil
 }
 
 // resized records an in-place resize: in status, as a Normal event saying
@@ -251,19 +327,27 @@ func (ip *inPlaceResizer) resizePods(ctx context.Context, ar *scaleplanev1alpha1
 	if !synced {
 		return result{requeue: cacheRetry}
 	}
+	unready, synced := ip.notReadyNodes(ctx)
+	if !synced {
+		return result{requeue: cacheRetry}
+	}
 	size := inPlaceSize{requests: status.InPlace.Resources.Requests, limits: status.InPlace.Resources.Limits}
-	survey, err := resizePods(ctx, ip.kubeClient, ip.rejections, key, pods, s.container, size)
+	survey, err := resizePods(ctx, ip.kubeClient, ip.memory, key, pods, s.container, size, unready, now)
 	status.InPlace.Pods = int32(len(survey.answers))
 	status.InPlace.AtSize = int32(survey.count(podAtSize))
 	for _, st := range podStates {
 		inPlacePods.WithLabelValues(ar.Namespace, ar.Name, string(st)).Set(float64(survey.count(st)))
 	}
 	inPlaceCondition(status, ar, w, s, survey, now)
-	r := result{err: err}
-	if survey.conflicts > 0 {
-		r.requeue = conflictBackoff(survey.conflicts)
+	if a, n := survey.firstCapped(); n > 0 {
+		// The decision sees the template's limits; in place each pod's own
+		// bind, and they may be lower.
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit,
+			fmt.Sprintf("Requests of container %q of pod %s capped at the pod's own limits (%s; %d of %d pods capped): setLimits is false and a request may not exceed its limit, and in place the limits that bind are each running pod's, not the template's; raise the pods' limits (a rollout, or setLimits: true to size them too)",
+				s.container, a.pod.Name, describeCapped(a.capped), n, len(survey.answers)),
+			ar.Generation, now)
 	}
-	return r
+	return result{err: err, requeue: survey.retry}
 }
 
 // inPlaceCondition sets InPlaceResized from the pods' states. The worst
@@ -280,6 +364,11 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 	if a, ok := survey.first(podRejected); ok {
 		set(metav1.ConditionFalse, reasonResizeReject, fmt.Sprintf("The API server refused to resize pod %s to %s (%d of %d pods refused); not retried at this size: %s",
 			a.pod.Name, size, survey.count(podRejected), total, a.message))
+		return
+	}
+	if a, ok := survey.first(podForbidden); ok {
+		set(metav1.ConditionFalse, reasonResizeForbidden, fmt.Sprintf("The API server forbade the resize of pod %s to %s (%d of %d pods); tried again with backoff, up to every %s: %s",
+			a.pod.Name, size, survey.count(podForbidden), total, maxConflictBackoff, a.message))
 		return
 	}
 	if a, ok := survey.first(podInfeasible); ok {
@@ -309,6 +398,17 @@ func inPlaceCondition(status *scaleplanev1alpha1.AddonResizerStatus, ar *scalepl
 		// this condition.
 		set(metav1.ConditionFalse, reasonUnreported, fmt.Sprintf("The kubelet of node %s reports no resources for the running containers of pod %s (%d of %d pods), so the API server would refuse to resize it: the node does not resize in place (a kubelet before 1.33, or InPlacePodVerticalScaling off), or has not reported them yet; it is resized to %s once it does",
 			a.pod.Spec.NodeName, a.pod.Name, survey.count(podUnreported), total, size))
+		return
+	}
+	if n := survey.count(podNodeNotReady); n > 0 {
+		var waiting []string
+		for _, a := range survey.answers {
+			if a.state == podNodeNotReady && len(waiting) < 3 {
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", a.pod.Name, a.message))
+			}
+		}
+		set(metav1.ConditionFalse, reasonNodeNotReady, fmt.Sprintf("%d of %d running pods wait for their node to be Ready again before they are resized to %s (they hold no place of the pacing: a kubelet that is down never answers; %d of %d pods at size): %s",
+			n, total, size, survey.count(podAtSize), total, strings.Join(waiting, "; ")))
 		return
 	}
 	if total == 0 {

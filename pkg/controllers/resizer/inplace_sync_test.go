@@ -18,7 +18,9 @@ package resizer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,22 @@ func (h *harness) podsFromClientset() {
 			out = append(out, resizePod(&list.Items[i], container).(*corev1.Pod))
 		}
 		return out, true
+	}
+	h.nodesFromClientset()
+}
+
+// nodesFromClientset makes the in-place resizer read whether nodes are
+// Ready from the fake clientset's Nodes (a pod's node that is not there
+// counts as Ready, as for the node watch).
+func (h *harness) nodesFromClientset() {
+	h.c.inPlace.notReadyNodes = func(ctx context.Context) (notReadyLookup, bool) {
+		return func(name string) (corev1.NodeCondition, bool) {
+			n, err := h.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return corev1.NodeCondition{}, false
+			}
+			return readyNode(n).(*nodeReadyState).notReady()
+		}, true
 	}
 }
 
@@ -443,4 +461,488 @@ func TestInPlaceHeldSizeFollowsTheSpec(t *testing.T) {
 		t.Errorf("held limits %v after setLimits turned false, want none", held.Limits)
 	}
 	mustQuantity(t, held.Requests, corev1.ResourceCPU, "120m")
+}
+
+// apiServerResizes makes pods/resize patches behave as on the API server:
+// conditional on the resourceVersion they carry (409 Conflict when the pod
+// changed since), and a resize that changes the spec gives the pod a new
+// resourceVersion and generation. The fake clientset does neither.
+func (h *harness) apiServerResizes() {
+	rv := 100
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p := a.(clienttesting.PatchAction)
+		if p.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		obj, err := h.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*corev1.Pod)
+		var body podResizePatchBody
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			return true, nil, err
+		}
+		if body.Metadata.ResourceVersion != "" && body.Metadata.ResourceVersion != pod.ResourceVersion {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("the object has been modified"))
+		}
+		pod = pod.DeepCopy()
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			for _, pc := range body.Spec.Containers {
+				if pc.Name != c.Name {
+					continue
+				}
+				for name, q := range pc.Resources.Requests {
+					c.Resources.Requests[name] = q
+				}
+				for name, q := range pc.Resources.Limits {
+					if c.Resources.Limits == nil {
+						c.Resources.Limits = corev1.ResourceList{}
+					}
+					c.Resources.Limits[name] = q
+				}
+			}
+		}
+		rv++
+		pod.ResourceVersion = strconv.Itoa(rv)
+		pod.Generation++
+		if err := h.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, pod, nil
+	})
+}
+
+// podsFromSnapshot makes the in-place resizer read the target's pods from
+// a snapshot of the fake clientset that catchUp takes: a pod informer that
+// lags behind the API server until the test lets it catch up.
+func (h *harness) podsFromSnapshot() (catchUp func()) {
+	var snapshot []*corev1.Pod
+	catchUp = func() {
+		list, err := h.kube.CoreV1().Pods(ns).List(h.ctx, metav1.ListOptions{})
+		h.check(err)
+		snapshot = nil
+		for i := range list.Items {
+			snapshot = append(snapshot, resizePod(&list.Items[i], containerName).(*corev1.Pod))
+		}
+	}
+	catchUp()
+	h.c.inPlace.podsOf = func(context.Context, cache.ObjectName, string, labels.Selector, string) ([]*corev1.Pod, bool) {
+		return snapshot, true
+	}
+	h.nodesFromClientset()
+	return catchUp
+}
+
+// TestInPlaceCacheBehindItsOwnResizes: the sync that the resizer's own
+// status write triggers right after a resize sees the pods as the cache
+// shows them, from before the resize. The resizer remembers what it just
+// wrote to each pod (with the resourceVersion of the API server's answer)
+// until the cache shows it: the resized pods keep their places, and no
+// third pod is resized by a sync the cache lags behind.
+func TestInPlaceCacheBehindItsOwnResizes(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false)),
+		deployment(addonName, start),
+		addonPod("addon-a", start), addonPod("addon-b", start), addonPod("addon-c", start), addonPod("addon-d", start),
+	)
+	h.apiServerResizes()
+	catchUp := h.podsFromSnapshot()
+	h.setNodes(2)
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a,addon-b" {
+		t.Fatalf("resized %v, want addon-a and addon-b", got)
+	}
+	// The status write's own sync, before the pod cache caught up.
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v while the cache lags behind the resizes of addon-a and addon-b: want none", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+	if ar := h.get("addon"); ar.Status.InPlace.AtSize != 0 || ar.Status.InPlace.Pods != 4 {
+		t.Errorf("status.inPlace %+v, want 4 pods, none at size", ar.Status.InPlace)
+	}
+
+	// The cache catches up; the kubelet applies a: c takes its place.
+	catchUp()
+	h.kubeletAnswers("apply", "addon-a")
+	catchUp()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c" {
+		t.Errorf("resized %v once the cache caught up and addon-a was applied, want addon-c", got)
+	}
+}
+
+// TestInPlaceForbiddenRetriedWithBackoff: a 403 on pods/resize that RBAC or
+// a ResourceQuota answers is not the pod's for good: the permission gets
+// granted, the quota gets room. It is reported (InPlaceResized False,
+// reason ResizeForbidden, a Warning event) and tried again with backoff;
+// once allowed, the pod is resized. The node's refusal of a size its
+// allocatable cannot hold (the PodResizeValidator's NodeCapacity) stays
+// abandoned at that size.
+func TestInPlaceForbiddenRetriedWithBackoff(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	var refusal error = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
+		errors.New(`User "system:serviceaccount:kube-system:scaleplane" cannot patch resource "pods/resize" in API group "" in the namespace "kube-system"`))
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if refusal == nil || a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		return true, nil, refusal
+	})
+	h.kube.ClearActions()
+
+	d := h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Fatalf("resized %v, want one attempt at addon-a", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeForbidden)
+	if _, ok := testkit.FindEvent(h.events(), "Warning ResizeForbidden", "pods/resize"); !ok {
+		t.Errorf("no Warning ResizeForbidden naming pods/resize")
+	}
+	if d <= 0 || d > time.Second {
+		t.Errorf("sync again in %v, want a retry within a second", d)
+	}
+	h.syncAt(t0.Add(d), "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Errorf("resized %v after the backoff, want addon-a tried again", got)
+	}
+	// Granted: the next attempt goes through.
+	refusal = nil
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v once allowed, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
+
+	// The node's allocatable cannot hold the next size: not retried.
+	h.kubeletAnswers("apply", "addon-a")
+	capacity := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
+		errors.New("node didn't have enough allocatable resources: cpu, requested: 130, allocatable: 100"))
+	capacity.ErrStatus.Details.Causes = append(capacity.ErrStatus.Details.Causes, metav1.StatusCause{Type: "NodeCapacity"})
+	refusal = capacity
+	h.setNodes(3)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); len(got) != 1 {
+		t.Fatalf("resized %v, want one attempt at the new size", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeReject)
+	for i := range 3 {
+		h.syncAt(t0.Add(time.Duration(3+i)*time.Minute), "addon")
+	}
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("a size the node's allocatable cannot hold was sent again: %v", got)
+	}
+}
+
+// TestInPlaceConflictBackoffIsAGatePerPod: the backoff after a conflict
+// holds the pod's next attempt until its time on the controller's clock,
+// whatever syncs come before it (every change of the cluster size syncs):
+// not only the requeue is delayed.
+func TestInPlaceConflictBackoffIsAGatePerPod(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "resize" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "addon-a", errors.New("the object has been modified"))
+	})
+	h.kube.ClearActions()
+	now := t0
+	attempts := 0
+	for n := 1; n <= 4; n++ {
+		d := h.syncAt(now, "addon")
+		attempts++
+		// Syncs before the backoff is over: a node joins, one leaves.
+		for _, early := range []time.Duration{d / 4, d / 2, d - time.Millisecond} {
+			if got := h.syncAt(now.Add(early), "addon"); got <= 0 || got > d-early {
+				t.Errorf("after conflict %d, a sync %v into the backoff of %v asks to sync again in %v, want at most %v", n, early, d, got, d-early)
+			}
+		}
+		now = now.Add(d)
+	}
+	if got := h.podResizes(); len(got) != attempts {
+		t.Errorf("%d resize attempts in %v, want %d: one per backoff", len(got), now.Sub(t0), attempts)
+	}
+}
+
+// TestInPlaceCappedAtThePodsOwnLimit: in place, the limit that binds a
+// request is the running pod's own, not the template's: pods given limits
+// in place while setLimits was true keep them after it turned false, and
+// the pods of an OnDelete DaemonSet or StatefulSet keep the limits of the
+// template they were made from. A request is never sent above the pod's
+// own limit (the API server would refuse it); it stops there, the pod runs
+// at that size, and UpToDate says CappedAtLimit, naming the pod.
+func TestInPlaceCappedAtThePodsOwnLimit(t *testing.T) {
+	podLimits := resources("cpu=100m", "memory=100Mi", "limit:cpu=110m", "limit:memory=1Gi")
+	tests := []struct {
+		name   string
+		target runtime.Object
+		kind   scaleplanev1alpha1.TargetKind
+	}{
+		{name: "limits given in place, template without", target: deployment(addonName, resources("cpu=100m", "memory=100Mi")), kind: scaleplanev1alpha1.TargetKindDeployment},
+		{name: "OnDelete DaemonSet whose template limits were raised", target: daemonSet(addonName, resources("cpu=100m", "memory=100Mi", "limit:cpu=1", "limit:memory=1Gi")), kind: scaleplanev1alpha1.TargetKindDaemonSet},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t,
+				addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(tc.kind, addonName)),
+				tc.target, addonPod("addon-a", podLimits),
+			)
+			h.podsFromClientset()
+			// The API server's validation: a request may not exceed its limit.
+			h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				var body podResizePatchBody
+				h.check(json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &body))
+				for _, c := range body.Spec.Containers {
+					for name, q := range c.Resources.Requests {
+						if lim, ok := podLimits.Limits[name]; ok && q.Cmp(lim) > 0 {
+							return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "addon-a",
+								field.ErrorList{field.Invalid(field.NewPath("spec", "containers").Index(1).Child("resources", "requests"), q.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String())})
+						}
+					}
+				}
+				return false, nil, nil
+			})
+			h.setNodes(2) // cpu estimate 120m, above the pod's limit of 110m
+			h.kube.ClearActions()
+			h.syncAt(t0, "addon")
+			if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+				t.Fatalf("resized %v, want addon-a", got)
+			}
+			mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "110m")
+			mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceMemory, "120Mi")
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+			if c := h.condition("addon", scaleplanev1alpha1.ConditionUpToDate); c == nil || !strings.Contains(c.Message, "addon-a") || !strings.Contains(c.Message, "110m") {
+				t.Errorf("UpToDate %+v, want the pod and its limit named", c)
+			}
+			if c := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized); c != nil && c.Reason == reasonResizeReject {
+				t.Errorf("InPlaceResized %+v: a request above the pod's limit was sent", c)
+			}
+			// Applied at its capped size, the pod is not resized again.
+			h.kubeletAnswers("apply", "addon-a")
+			h.syncAt(t0.Add(time.Minute), "addon")
+			if got := h.podResizes(); len(got) != 0 {
+				t.Errorf("resized %v again", got)
+			}
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
+			h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+		})
+	}
+}
+
+// TestInPlaceRecreatedStartsFromTheRunningPods: an AddonResizer deleted
+// and created again (a GitOps replace, a Helm reinstall, a restore, a move
+// from VPA in place) has no held size. It starts from the size its target's
+// running pods have, not from the template's stale one: a raise that
+// scaleUpDelay postpones leaves the pods as they are, instead of shrinking
+// them at once to the template's size.
+func TestInPlaceRecreatedStartsFromTheRunningPods(t *testing.T) {
+	template := resources("cpu=100m", "memory=100Mi")
+	running := resources("cpu=120m", "memory=120Mi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withDelays(10*time.Minute, 10*time.Minute)),
+		deployment(addonName, template),
+		addonPod("addon-a", running), addonPod("addon-b", running),
+	)
+	h.podsFromClientset()
+	h.setNodes(3) // estimate 130m, 130Mi: a raise from the pods' size
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v to %v: the re-created AddonResizer shrank its running pods", got, h.podRequests("addon-a"))
+	}
+	ar := h.get("addon")
+	if ar.Status.InPlace == nil {
+		t.Fatal("no status.inPlace")
+	}
+	mustQuantity(t, ar.Status.InPlace.Resources.Requests, corev1.ResourceCPU, "120m")
+	mustQuantity(t, ar.Status.InPlace.Resources.Requests, corev1.ResourceMemory, "120Mi")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonPostponed)
+
+	// The delay passes: the raise goes to the pods.
+	h.syncAt(t0.Add(10*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a,addon-b" {
+		t.Errorf("resized %v after scaleUpDelay, want both pods", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
+}
+
+// node is a Node whose Ready condition has status ready.
+func node(name string, ready corev1.ConditionStatus) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: ready, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
+			LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
+		}}},
+	}
+}
+
+// onNode is pod bound to nodeName.
+func onNode(pod *corev1.Pod, nodeName string) *corev1.Pod {
+	pod.Spec.NodeName = nodeName
+	return pod
+}
+
+// TestInPlaceNotReadyNodesDoNotHoldThePacing: DaemonSet pods on nodes that
+// are not Ready stay Running and accept a resize their kubelet never
+// answers. Resized before their nodes died, they would hold both places
+// of the pacing for good, and no healthy pod would ever be resized. Pods
+// on nodes whose Ready condition is not True hold no place and are not
+// sent a resize; the others go on, and InPlaceResized says which pods wait
+// for which node.
+func TestInPlaceNotReadyNodesDoNotHoldThePacing(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	sent := resources("cpu=120m", "memory=120Mi")
+	// a and b were sent 120m before their nodes stopped answering.
+	a, b := onNode(addonPod("addon-a", start), "dead-1"), onNode(addonPod("addon-b", start), "dead-2")
+	for _, p := range []*corev1.Pod{a, b} {
+		p.Generation++
+		p.Spec.Containers[1].Resources = sent
+	}
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(scaleplanev1alpha1.TargetKindDaemonSet, addonName)),
+		daemonSet(addonName, start),
+		node("dead-1", corev1.ConditionUnknown), node("dead-2", corev1.ConditionFalse), node("live-1", corev1.ConditionTrue), node("live-2", corev1.ConditionTrue),
+		a, b, onNode(addonPod("addon-c", start), "live-1"), onNode(addonPod("addon-d", start), "live-2"),
+	)
+	h.podsFromClientset()
+	h.setNodes(2) // 120m, 120Mi
+	h.kube.ClearActions()
+
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c,addon-d" {
+		t.Errorf("resized %v, want addon-c and addon-d: the pods on nodes that are not Ready hold no place", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonNodeNotReady)
+	c := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized)
+	for _, want := range []string{"addon-a", "dead-1", "addon-b", "dead-2"} {
+		if c == nil || !strings.Contains(c.Message, want) {
+			t.Errorf("InPlaceResized %+v, want it to name %s", c, want)
+		}
+	}
+
+	// The healthy pods are applied; the size changes: the pods on dead
+	// nodes are not sent it.
+	h.kubeletAnswers("apply", "addon-c", "addon-d")
+	h.setNodes(4)
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-c,addon-d" {
+		t.Errorf("resized %v at the new size, want addon-c and addon-d only", got)
+	}
+
+	// dead-1 comes back: its pod is resized.
+	h.kubeletAnswers("apply", "addon-c", "addon-d")
+	_, err := h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, node("dead-1", corev1.ConditionTrue), metav1.UpdateOptions{})
+	h.check(err)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v once dead-1 was Ready again, want addon-a", got)
+	}
+}
+
+// TestInPlaceTransientKubeletErrorIsNotPermanent: the kubelet's
+// PodResizeInProgress with reason Error (a memory limit below the
+// container's usage, a runtime that failed once) is a passing state the
+// kubelet retries by itself. The resizer keeps nothing of it: it reads the
+// pod's conditions afresh at every sync, so the pod holds its place while
+// the error lasts, is sent a later size all the same, and is at size once
+// its kubelet applies one. (The Vertical Pod Autoscaler cached such an
+// error as infeasible and skipped the pod's later sizes until a restart.)
+func TestInPlaceTransientKubeletErrorIsNotPermanent(t *testing.T) {
+	start := resources("cpu=100m", "memory=100Mi")
+	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
+	h.podsFromClientset()
+	h.setNodes(2)
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Fatalf("resized %v, want addon-a", got)
+	}
+	h.expectEvents("Normal Resized")
+	failing := func() {
+		p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, "addon-a", metav1.GetOptions{})
+		h.check(err)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, Reason: corev1.PodReasonError,
+			Message: "failed to update container resources: the runtime refused", ObservedGeneration: p.Generation}}
+		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(h.ctx, p, metav1.UpdateOptions{})
+		h.check(err)
+	}
+	failing()
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); len(got) != 0 {
+		t.Errorf("resized %v while the kubelet retries", got)
+	}
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeError)
+	h.expectEvents("Warning ResizeError The kubelet of node node-0 failed to resize pod addon-a")
+
+	// A new size while the error lasts is sent all the same.
+	h.setNodes(3)
+	h.syncAt(t0.Add(2*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v at the new size while the kubelet's error lasts, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
+
+	// The error passes: the pod is at size, and later sizes follow.
+	h.kubeletAnswers("apply", "addon-a")
+	h.syncAt(t0.Add(3*time.Minute), "addon")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
+	h.setNodes(4)
+	h.syncAt(t0.Add(4*time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Errorf("resized %v at the next size after the error passed, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "140m")
+}
+
+// TestInPlaceTemplateLimitDoesNotBindRunningPods: the other way round, an
+// OnDelete DaemonSet whose template limit was lowered below the estimate
+// while its running pods keep a higher limit of their own: in place, their
+// own limit binds, so they are sized to the estimate, not held at the
+// template's limit. A pod made from the template later has its limit, and
+// stops there.
+func TestInPlaceTemplateLimitDoesNotBindRunningPods(t *testing.T) {
+	running := resources("cpu=100m", "memory=100Mi", "limit:cpu=1", "limit:memory=1Gi")
+	template := resources("cpu=100m", "memory=100Mi", "limit:cpu=110m", "limit:memory=1Gi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(scaleplanev1alpha1.TargetKindDaemonSet, addonName)),
+		daemonSet(addonName, template), addonPod("addon-a", running),
+	)
+	h.podsFromClientset()
+	h.setNodes(2) // cpu estimate 120m: above the template's limit, below the pod's
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Fatalf("resized %v, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	mustQuantity(t, h.get("addon").Status.InPlace.Resources.Requests, corev1.ResourceCPU, "120m")
+	if c := h.condition("addon", scaleplanev1alpha1.ConditionUpToDate); c == nil || c.Reason == reasonCappedAtLimit {
+		t.Errorf("UpToDate %+v: the template's limit held back a pod whose own limit allows the estimate", c)
+	}
+
+	// A pod made from the template has its limit, and stops there.
+	h.kubeletAnswers("apply", "addon-a")
+	h.check(h.kube.Tracker().Add(addonPod("addon-b", template)))
+	h.kube.ClearActions()
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-b" {
+		t.Errorf("resized %v, want the new pod addon-b", got)
+	}
+	mustQuantity(t, h.podRequests("addon-b"), corev1.ResourceCPU, "110m")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
 }

@@ -71,7 +71,7 @@ var (
 	inPlacePods = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "in_place_pods",
-		Help:           "Running pods of an InPlace AddonResizer's target by state: at_size, outdated (to be resized), resizing (kubelet not done), deferred and infeasible (the kubelet's PodResizePending reasons), error (PodResizeInProgress reason Error), rejected (the API server refused the resize), unreported (its kubelet reports no resources yet, so it cannot be resized) or conflicted (its resizes conflicted 5 times in a row; retried with backoff).",
+		Help:           "Running pods of an InPlace AddonResizer's target by state: at_size, outdated (to be resized), resizing (kubelet not done), deferred and infeasible (the kubelet's PodResizePending reasons), error (PodResizeInProgress reason Error), rejected (the API server refused the resize), unreported (its kubelet reports no resources yet, so it cannot be resized), conflicted (its resizes conflicted 5 times in a row; retried with backoff), forbidden (the API server answered 403 for RBAC or a quota; retried with backoff) or node_not_ready (on a node that is not Ready; not resized until it is).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "name", "state"})
 )

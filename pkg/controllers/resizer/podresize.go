@@ -19,6 +19,7 @@ package resizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -49,15 +51,15 @@ const (
 	// lags far behind.
 	maxResizeConflicts = 5
 	// maxConflictBackoff caps the wait before the next attempt at a pod
-	// whose resizes conflict: it doubles from cacheRetry with each conflict
-	// in a row.
+	// whose resizes conflict, or are forbidden: it doubles from cacheRetry
+	// with each failure in a row.
 	maxConflictBackoff = 5 * time.Minute
 )
 
-// conflictBackoff is when to try again after n conflicts in a row: 1 s,
-// 2 s, 4 s, ... up to maxConflictBackoff. A pod event (the cache caught up)
-// tries again sooner.
-func conflictBackoff(n int) time.Duration {
+// retryBackoff is how long a pod's next resize waits after n failures in
+// a row (conflicts, or refusals that may pass): 1 s, 2 s, 4 s, ... up to
+// maxConflictBackoff.
+func retryBackoff(n int) time.Duration {
 	d := cacheRetry
 	for i := 1; i < n && d < maxConflictBackoff; i++ {
 		d *= 2
@@ -101,9 +103,18 @@ const (
 	// a row (the pod changed between each read and the patch); still
 	// tried, with backoff.
 	podConflicted podState = "conflicted"
+	// podForbidden: the API server answered its resize 403 Forbidden for a
+	// reason that may pass (RBAC not granted yet, a ResourceQuota without
+	// room); tried again with backoff.
+	podForbidden podState = "forbidden"
+	// podNodeNotReady: not at the size, on a node whose Ready condition is
+	// not True. Its kubelet would not answer (a DaemonSet's pod stays
+	// Running on a dead node); neither sent a resize nor holding a place,
+	// it is resized once its node is Ready again.
+	podNodeNotReady podState = "node_not_ready"
 )
 
-var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted}
+var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted, podForbidden, podNodeNotReady}
 
 // inFlight reports whether a pod in state s holds a place of the pacing.
 // A Deferred pod does: the node has no room, and resizing more pods on its
@@ -134,6 +145,33 @@ func resourceListString(l corev1.ResourceList) string {
 	return strings.Join(parts, ",")
 }
 
+// forPod is the size for a pod whose container has spec: each request the
+// size names without a limit (limits are not the resizer's) is capped at
+// the pod's own limit, which is what binds it in place (the template's
+// may differ: limits given in place while setLimits was true, or the
+// template edited under an OnDelete update strategy), as the API server
+// refuses a request above its limit. capped says which were.
+func (z inPlaceSize) forPod(spec *corev1.ResourceRequirements) (inPlaceSize, []cappedResource) {
+	var capped []cappedResource
+	out := z
+	for name, q := range z.requests {
+		if _, managed := z.limits[name]; managed {
+			continue
+		}
+		lim, ok := spec.Limits[name]
+		if !ok || q.Cmp(lim) <= 0 {
+			continue
+		}
+		if len(capped) == 0 {
+			out.requests = z.requests.DeepCopy()
+		}
+		out.requests[name] = lim.DeepCopy()
+		capped = append(capped, cappedResource{name: name, estimate: q.DeepCopy(), limit: lim.DeepCopy()})
+	}
+	sort.Slice(capped, func(i, j int) bool { return capped[i].name < capped[j].name })
+	return out, capped
+}
+
 // matches reports whether r has every value of the size. Resources the size
 // does not name are not the resizer's and are not looked at.
 func (z inPlaceSize) matches(r *corev1.ResourceRequirements) bool {
@@ -158,6 +196,14 @@ type podAnswer struct {
 	pod     *corev1.Pod
 	state   podState
 	message string
+	// midResize is set on an outdated pod whose kubelet has not applied
+	// the size it was sent before (a size older than this one): it holds a
+	// place of the pacing, and is sent the new size before any other pod.
+	midResize bool
+	// size is the pod's own size: the size capped at its limits, capped
+	// says which (inPlaceSize.forPod).
+	size   inPlaceSize
+	capped []cappedResource
 }
 
 // classify tells where pod is on the way to size. Only a running pod bound
@@ -178,21 +224,31 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		// container): nothing of the resizer's to size.
 		return podAnswer{}, false
 	}
+	var applied *corev1.ResourceRequirements
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == container {
+			applied = pod.Status.ContainerStatuses[i].Resources
+		}
+	}
 	a := podAnswer{pod: pod}
+	size, a.capped = size.forPod(spec)
+	a.size = size
 	if !size.matches(spec) {
 		a.state = podOutdated
 		if !resourcesReported(pod) {
 			// Sent now, the resize would be refused, and a refusal is not
 			// retried at this size: wait for the kubelet's status.
 			a.state = podUnreported
+			return a, true
 		}
+		// Sent an older size its kubelet has not applied yet (pending,
+		// in progress, or no answer): mid-resize all the same. Left out of
+		// the pacing, every change of size would add two more pods pending
+		// at their kubelet. An Infeasible one holds no place, as at this
+		// size.
+		answer, _, pending := kubeletAnswer(pod)
+		a.midResize = answer != podInfeasible && (pending || differs(spec, applied, size))
 		return a, true
-	}
-	var applied *corev1.ResourceRequirements
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == container {
-			applied = pod.Status.ContainerStatuses[i].Resources
-		}
 	}
 	if applied == nil {
 		// Its kubelet reports no resources: it does not resize in place
@@ -205,9 +261,18 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		a.state = podAtSize
 		return a, true
 	}
-	a.state = podResizing
+	a.state, a.message, _ = kubeletAnswer(pod)
+	return a, true
+}
+
+// kubeletAnswer is what the pod's resize conditions say of its current
+// spec: Infeasible, Deferred, Error, or podResizing (no answer, or in
+// progress); and whether one of them says the resize is pending or in
+// progress at its kubelet.
+func kubeletAnswer(pod *corev1.Pod) (state podState, message string, pending bool) {
+	state = podResizing
 	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue {
+		if cond.Status != corev1.ConditionTrue || cond.Type != corev1.PodResizePending && cond.Type != corev1.PodResizeInProgress {
 			continue
 		}
 		// A condition the kubelet wrote about an older spec is no answer
@@ -217,14 +282,39 @@ func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, b
 		}
 		switch {
 		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonInfeasible:
-			a.state, a.message = podInfeasible, cond.Message
+			return podInfeasible, cond.Message, false
 		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonDeferred:
-			a.state, a.message = podDeferred, cond.Message
+			state, message = podDeferred, cond.Message
 		case cond.Type == corev1.PodResizeInProgress && cond.Reason == corev1.PodReasonError:
-			a.state, a.message = podError, cond.Message
+			state, message = podError, cond.Message
+		}
+		pending = true
+	}
+	return state, message, pending
+}
+
+// differs reports whether the kubelet reports values of the size's
+// resources other than the spec's: the spec was resized and the kubelet
+// has not applied it yet. A value missing on either side is not compared.
+func differs(spec, applied *corev1.ResourceRequirements, size inPlaceSize) bool {
+	if applied == nil {
+		return false
+	}
+	for name := range size.requests {
+		want, ok1 := spec.Requests[name]
+		got, ok2 := applied.Requests[name]
+		if ok1 && ok2 && want.Cmp(got) != 0 {
+			return true
 		}
 	}
-	return a, true
+	for name := range size.limits {
+		want, ok1 := spec.Limits[name]
+		got, ok2 := applied.Limits[name]
+		if ok1 && ok2 && want.Cmp(got) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resourcesReported reports whether the API server accepts a resize of pod
@@ -241,14 +331,17 @@ func resourcesReported(pod *corev1.Pod) bool {
 	return true
 }
 
-// rejections remembers, per AddonResizer, the pods whose resize to a size
-// the API server refused, so that the same request is not sent again at
-// every sync: it would be refused again. A new size tries again. It also
-// counts each pod's conflicts in a row at a size, which set the backoff.
-type rejections struct {
-	mu        sync.Mutex
-	m         map[cache.ObjectName]map[types.UID]rejection
-	conflicts map[cache.ObjectName]map[types.UID]conflictCount
+// podMemory remembers, per AddonResizer and pod, what the pod informer
+// cannot tell yet or at all: the pods whose resize to a size the API server
+// refused, so that the same request is not sent again at every sync (it
+// would be refused again; a new size tries again); each pod's conflicts in
+// a row at a size, which set its backoff; and the pod as the resizer's
+// last resize of it left it, until the informer shows that write.
+type podMemory struct {
+	mu       sync.Mutex
+	m        map[cache.ObjectName]map[types.UID]rejection
+	backoffs map[cache.ObjectName]map[types.UID]podBackoff
+	written  map[cache.ObjectName]map[types.UID]*corev1.Pod
 }
 
 // rejection is the API server's refusal of a resize to size.
@@ -257,41 +350,98 @@ type rejection struct {
 	message string
 }
 
-// conflictCount is how many resizes to size conflicted in a row.
-type conflictCount struct {
-	size string
-	n    int
+// podBackoff gates the next resize of a pod whose resizes to size failed
+// in a row, with a conflict or a refusal that may pass: none is sent before
+// notBefore, on the controller's clock, whatever syncs come earlier (every
+// change of the cluster size syncs). A resize that goes through, or a new
+// size, ends it.
+type podBackoff struct {
+	size      string
+	attempts  int
+	notBefore time.Time
+	// forbidden says the last attempt was refused with 403 Forbidden
+	// (message), not a conflict.
+	forbidden bool
+	message   string
 }
 
-func newRejections() *rejections {
-	return &rejections{m: map[cache.ObjectName]map[types.UID]rejection{}, conflicts: map[cache.ObjectName]map[types.UID]conflictCount{}}
+func newPodMemory() *podMemory {
+	return &podMemory{
+		m:        map[cache.ObjectName]map[types.UID]rejection{},
+		backoffs: map[cache.ObjectName]map[types.UID]podBackoff{},
+		written:  map[cache.ObjectName]map[types.UID]*corev1.Pod{},
+	}
 }
 
-// conflicted counts a conflict of the resize of uid to size and returns
-// how many came in a row at that size.
-func (r *rejections) conflicted(key cache.ObjectName, uid types.UID, size string) int {
+// wrote remembers pod as the API server answered its resize (stripped as
+// the informer strips it), until the informer shows it.
+func (r *podMemory) wrote(key cache.ObjectName, pod *corev1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conflicts[key] == nil {
-		r.conflicts[key] = map[types.UID]conflictCount{}
+	if r.written[key] == nil {
+		r.written[key] = map[types.UID]*corev1.Pod{}
 	}
-	c := r.conflicts[key][uid]
-	if c.size != size {
-		c = conflictCount{size: size}
-	}
-	c.n++
-	r.conflicts[key][uid] = c
-	return c.n
+	r.written[key][pod.UID] = pod
 }
 
-// resized ends the conflicts in a row of uid: its resize went through.
-func (r *rejections) resized(key cache.ObjectName, uid types.UID) {
+// latest returns the pod as the resizer's last resize left it while the
+// cached pod is older than that write (its resourceVersion is smaller; the
+// API server's resource versions compare as integers since Kubernetes
+// 1.35), and the cached pod otherwise. The pod cache lags behind the
+// resizer's own resizes: the sync that its status write triggers right
+// after them would see the resized pods as outdated, send resizes bound to
+// conflict, and give their places to two more pods.
+func (r *podMemory) latest(key cache.ObjectName, cached *corev1.Pod) *corev1.Pod {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.conflicts[key], uid)
+	w, ok := r.written[key][cached.UID]
+	if !ok {
+		return cached
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, w.ResourceVersion); err == nil && cmp < 0 {
+		return w
+	}
+	// Caught up (or not comparable: the cache is then the truth).
+	delete(r.written[key], cached.UID)
+	return cached
 }
 
-func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
+// failed counts a failed resize of uid to size at now (a conflict, or a
+// 403 when forbidden) and returns the pod's backoff: attempts in a row at
+// that size, and when the next may be sent.
+func (r *podMemory) failed(key cache.ObjectName, uid types.UID, size string, now time.Time, forbidden bool, message string) podBackoff {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.backoffs[key] == nil {
+		r.backoffs[key] = map[types.UID]podBackoff{}
+	}
+	b := r.backoffs[key][uid]
+	if b.size != size {
+		b = podBackoff{size: size}
+	}
+	b.attempts++
+	b.notBefore = now.Add(retryBackoff(b.attempts))
+	b.forbidden, b.message = forbidden, message
+	r.backoffs[key][uid] = b
+	return b
+}
+
+// backoff returns the backoff of uid's resizes to size, if any.
+func (r *podMemory) backoff(key cache.ObjectName, uid types.UID, size string) (podBackoff, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.backoffs[key][uid]
+	return b, ok && b.size == size
+}
+
+// resized ends the backoff of uid: its resize went through.
+func (r *podMemory) resized(key cache.ObjectName, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.backoffs[key], uid)
+}
+
+func (r *podMemory) get(key cache.ObjectName, uid types.UID, size string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rej, ok := r.m[key][uid]
@@ -301,7 +451,7 @@ func (r *rejections) get(key cache.ObjectName, uid types.UID, size string) (stri
 	return rej.message, true
 }
 
-func (r *rejections) add(key cache.ObjectName, uid types.UID, size, message string) {
+func (r *podMemory) add(key cache.ObjectName, uid types.UID, size, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m[key] == nil {
@@ -311,7 +461,7 @@ func (r *rejections) add(key cache.ObjectName, uid types.UID, size, message stri
 }
 
 // keep drops what is remembered about pods of key no longer seen.
-func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
+func (r *podMemory) keep(key cache.ObjectName, seen map[types.UID]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for uid := range r.m[key] {
@@ -319,28 +469,35 @@ func (r *rejections) keep(key cache.ObjectName, seen map[types.UID]bool) {
 			delete(r.m[key], uid)
 		}
 	}
-	for uid := range r.conflicts[key] {
+	for uid := range r.backoffs[key] {
 		if !seen[uid] {
-			delete(r.conflicts[key], uid)
+			delete(r.backoffs[key], uid)
+		}
+	}
+	for uid := range r.written[key] {
+		if !seen[uid] {
+			delete(r.written[key], uid)
 		}
 	}
 }
 
-func (r *rejections) forget(key cache.ObjectName) {
+func (r *podMemory) forget(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, key)
-	delete(r.conflicts, key)
+	delete(r.backoffs, key)
+	delete(r.written, key)
 }
 
 // podSurvey is the target's running pods by state after a pass.
 type podSurvey struct {
 	answers []podAnswer
 	// conflicts is set when a pod changed since the cache showed it: the
-	// most conflicts in a row of one pod's resize at this size. The pass
-	// is repeated after conflictBackoff(conflicts), or sooner on a pod
-	// event.
+	// most conflicts in a row of one pod's resize at this size.
 	conflicts int
+	// retry is when the first pod held back by its backoff may be resized
+	// again; zero if none is.
+	retry time.Duration
 }
 
 func (s podSurvey) count(state podState) int {
@@ -351,6 +508,22 @@ func (s podSurvey) count(state podState) int {
 		}
 	}
 	return n
+}
+
+// firstCapped returns the first pod whose size its own limits cap, and
+// how many are.
+func (s podSurvey) firstCapped() (podAnswer, int) {
+	var first podAnswer
+	n := 0
+	for _, a := range s.answers {
+		if len(a.capped) > 0 {
+			if n == 0 {
+				first = a
+			}
+			n++
+		}
+	}
+	return first, n
 }
 
 func (s podSurvey) first(state podState) (podAnswer, bool) {
@@ -364,30 +537,46 @@ func (s podSurvey) first(state podState) (podAnswer, bool) {
 
 // resizePods brings the target's running pods to size, maxResizesInFlight
 // at a time: it classifies each, and sends one pods/resize patch to each
-// outdated pod while fewer than maxResizesInFlight are mid-resize. A patch
-// the API server refuses is remembered and not sent again at this size; a
-// conflict (the pod changed since the cache showed it) is left to the next
-// pass, with backoff, and reported once it has happened
-// maxResizeConflicts times in a row; any other error is returned, to be
-// retried with backoff.
-func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejections, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize) (podSurvey, error) {
+// outdated pod while fewer than maxResizesInFlight are mid-resize. A pod
+// not at size on a node that is not Ready (unready) is left out: its
+// kubelet would never answer, and it would hold a place for good. A patch
+// the API server refuses for good (invalid, or more than the node's
+// allocatable) is remembered and not sent again at this size. A conflict
+// (the pod changed since the cache showed it) or a 403 that may pass (RBAC,
+// a ResourceQuota) holds the pod's next attempt back until its backoff
+// ends at now + 1 s, 2 s, 4 s, ... on the controller's clock, however
+// often it is synced before; conflicts are reported once they have
+// happened maxResizeConflicts times in a row, a 403 at once. Any other
+// error is returned, to be retried with backoff.
+func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory, key cache.ObjectName, pods []*corev1.Pod, container string, size inPlaceSize, unready notReadyLookup, now time.Time) (podSurvey, error) {
 	logger := klog.FromContext(ctx)
 	var s podSurvey
-	sizeKey := size.key()
 	seen := map[types.UID]bool{}
 	inFlight := 0
 	for _, pod := range pods {
+		pod = rej.latest(key, pod)
 		a, ok := classify(pod, container, size)
 		if !ok {
 			continue
 		}
 		seen[pod.UID] = true
 		if a.state == podOutdated {
-			if msg, ok := rej.get(key, pod.UID, sizeKey); ok {
+			if msg, ok := rej.get(key, pod.UID, a.size.key()); ok {
 				a.state, a.message = podRejected, msg
+			} else if b, ok := rej.backoff(key, pod.UID, a.size.key()); ok {
+				a.state, a.message = b.state()
 			}
 		}
-		if a.state.inFlight() {
+		if a.state != podAtSize && unready != nil {
+			if cond, ok := unready(pod.Spec.NodeName); ok {
+				a.state, a.midResize = podNodeNotReady, false
+				a.message = fmt.Sprintf("node %s Ready %s since %s", pod.Spec.NodeName, cond.Status, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+				if cond.Reason != "" {
+					a.message += ", " + cond.Reason
+				}
+			}
+		}
+		if a.state.inFlight() || a.midResize {
 			inFlight++
 		}
 		s.answers = append(s.answers, a)
@@ -395,32 +584,46 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 	rej.keep(key, seen)
 	for i := range s.answers {
 		a := &s.answers[i]
-		if a.state != podOutdated || inFlight >= maxResizesInFlight {
+		// A pod mid-resize at an older size holds its place already: it is
+		// sent the new size whatever the pacing.
+		if !a.state.toResize() || !a.midResize && inFlight >= maxResizesInFlight {
 			continue
 		}
-		err := patchPodResize(ctx, client, a.pod, container, size)
+		sizeKey := a.size.key()
+		if b, ok := rej.backoff(key, a.pod.UID, sizeKey); ok && now.Before(b.notBefore) {
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
+			continue
+		}
+		answer, err := patchPodResize(ctx, client, a.pod, container, a.size)
 		switch {
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
 			rej.resized(key, a.pod.UID)
-			a.state = podResizing
-			inFlight++
+			if answer != nil {
+				rej.wrote(key, resizePod(answer, container).(*corev1.Pod))
+			}
+			if !a.midResize {
+				inFlight++
+			}
+			a.state, a.message, a.midResize = podResizing, "", false
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile; its informer event will follow.
 		case apierrors.IsConflict(err):
-			n := rej.conflicted(key, a.pod.UID, sizeKey)
-			s.conflicts = max(s.conflicts, n)
-			logger.V(4).Info("The pod changed since the cache showed it, resizing it later", "pod", klog.KObj(a.pod), "conflicts", n)
-			if n >= maxResizeConflicts {
-				a.state, a.message = podConflicted, fmt.Sprintf("%d conflicts in a row, the last: %v", n, err)
-			}
+			b := rej.failed(key, a.pod.UID, sizeKey, now, false, err.Error())
+			s.conflicts = max(s.conflicts, b.attempts)
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
+			logger.V(4).Info("The pod changed since the cache showed it, resizing it later", "pod", klog.KObj(a.pod), "conflicts", b.attempts)
+			a.state, a.message = b.state()
+		case apierrors.IsForbidden(err) && !nodeRefusal(err):
+			// RBAC's answer, or a ResourceQuota's: both may pass (the
+			// permission is granted, the quota gets room).
+			msg := "forbidden (if by RBAC, grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace +
+				"; if by a ResourceQuota, give it room): " + err.Error()
+			b := rej.failed(key, a.pod.UID, sizeKey, now, true, msg)
+			s.retry = minPositive(s.retry, b.notBefore.Sub(now))
+			a.state, a.message = b.state()
 		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
 			msg := err.Error()
-			if apierrors.IsForbidden(err) {
-				// RBAC's answer, or an admission's: the API server also
-				// refuses a resize the node's allocatable cannot hold.
-				msg = "forbidden (if by RBAC, grant the controller manager patch on pods/resize in namespace " + a.pod.Namespace + "): " + msg
-			}
 			rej.add(key, a.pod.UID, sizeKey, msg)
 			a.state, a.message = podRejected, msg
 		default:
@@ -430,12 +633,47 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *rejection
 	return s, nil
 }
 
+// toResize reports whether a pod in state s is to be sent the size (when
+// the pacing and its backoff allow).
+func (s podState) toResize() bool {
+	return s == podOutdated || s == podConflicted || s == podForbidden
+}
+
+// state is the state and message of a pod held back by b.
+func (b podBackoff) state() (podState, string) {
+	switch {
+	case b.forbidden:
+		return podForbidden, b.message
+	case b.attempts >= maxResizeConflicts:
+		return podConflicted, fmt.Sprintf("%d conflicts in a row, the last: %s", b.attempts, b.message)
+	}
+	return podOutdated, ""
+}
+
+// nodeRefusal reports whether a 403 is the PodResizeValidator admission
+// plugin's refusal for the pod's node (kube-apiserver 1.37,
+// plugin/pkg/admission/podresize): more than its allocatable (cause
+// NodeCapacity) or not Linux (UnsupportedPlatform). The same size would be
+// refused again, so it is not retried at that size.
+func nodeRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == "NodeCapacity" || c.Type == "UnsupportedPlatform" {
+			return true
+		}
+	}
+	return false
+}
+
 // patchPodResize sends one strategic merge patch of pods/resize that sets
 // the managed requests and limits of the one container, by name; other
 // resources, and the other containers, are left as they are. The
 // resourceVersion makes it conditional on the pod the decision was made
 // from.
-func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, container string, size inPlaceSize) error {
+func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, container string, size inPlaceSize) (*corev1.Pod, error) {
 	body := podResizePatchBody{
 		Metadata: patchMetadata{ResourceVersion: pod.ResourceVersion},
 		Spec: patchPodSpec{Containers: []patchContainer{{
@@ -445,12 +683,11 @@ func patchPodResize(ctx context.Context, client kubernetes.Interface, pod *corev
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encoding the resize of pod %s: %w", klog.KObj(pod), err)
+		return nil, fmt.Errorf("encoding the resize of pod %s: %w", klog.KObj(pod), err)
 	}
 	writes.WithLabelValues(writePodResize).Inc()
-	_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, raw,
+	return client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, raw,
 		metav1.PatchOptions{FieldManager: fieldManager}, "resize")
-	return err
 }
 
 // podResizePatchBody is the pods/resize patch, spelled out so that it

@@ -168,7 +168,7 @@ func TestResizePodsPacing(t *testing.T) {
 	pods := []*corev1.Pod{runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"), runningPod("c", "100m", "50Mi")}
 	kube := kubefake.NewClientset(objects(pods...)...)
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	s, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// a is applied, b deferred: one place frees up, c is resized.
 	kube.ClearActions()
 	pods = []*corev1.Pod{applied(resized(pods[0])), answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonDeferred), pods[2]}
-	s, err = resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize)
+	s, err = resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestResizePodsPacing(t *testing.T) {
 	kube.ClearActions()
 	more := runningPod("d", "100m", "50Mi")
 	pods = []*corev1.Pod{pods[0], pods[1], answered(resized(pods[2]), corev1.PodResizePending, corev1.PodReasonDeferred), more}
-	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 0 {
@@ -213,7 +213,7 @@ func TestResizePodsPacing(t *testing.T) {
 	// Infeasible ones do not hold the pacing: d goes on.
 	pods[1] = answered(resized(pods[1]), corev1.PodResizePending, corev1.PodReasonInfeasible)
 	pods[1].Status.Conditions = pods[1].Status.Conditions[1:]
-	if _, err := resizePods(ctx, kube, newRejections(), key, pods, containerName, testSize); err != nil {
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if got := resizeActions(t, kube); len(got) != 1 || got["d"].Spec.Containers == nil {
@@ -230,9 +230,9 @@ func TestResizePodsRejected(t *testing.T) {
 	kube := kubefake.NewClientset(pod)
 	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", field.ErrorList{field.Invalid(field.NewPath("spec"), "Burstable", "Pod QOS Class may not change as a result of resizing")})
 	kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, invalid })
-	rej := newRejections()
+	rej := newPodMemory()
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
-	s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize)
+	s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +240,12 @@ func TestResizePodsRejected(t *testing.T) {
 		t.Fatalf("states %+v, want rejected with the API server's message", s.answers)
 	}
 	kube.ClearActions()
-	s, err = resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize)
+	s, err = resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, testSize, nil, t0)
 	if err != nil || len(kube.Actions()) != 0 || s.count(podRejected) != 1 {
 		t.Errorf("a refused resize was sent again: %v, %v, %+v", err, kube.Actions(), s.answers)
 	}
 	bigger := inPlaceSize{requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")}}
-	if _, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, bigger); err != nil || len(kube.Actions()) != 1 {
+	if _, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, bigger, nil, t0); err != nil || len(kube.Actions()) != 1 {
 		t.Errorf("a new size was not tried: %v, %v", err, kube.Actions())
 	}
 
@@ -253,7 +253,7 @@ func TestResizePodsRejected(t *testing.T) {
 	conflict.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	if s, err := resizePods(ctx, conflict, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
+	if s, err := resizePods(ctx, conflict, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, nil, t0); err != nil || s.conflicts != 1 || s.count(podOutdated) != 1 {
 		t.Errorf("conflict: %v, %+v", err, s)
 	}
 
@@ -261,7 +261,7 @@ func TestResizePodsRejected(t *testing.T) {
 	broken.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 	})
-	if _, err := resizePods(ctx, broken, newRejections(), key, []*corev1.Pod{pod}, containerName, testSize); !apierrors.IsServiceUnavailable(err) {
+	if _, err := resizePods(ctx, broken, newPodMemory(), key, []*corev1.Pod{pod}, containerName, testSize, nil, t0); !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("error %v, want the API server's", err)
 	}
 }
@@ -280,11 +280,14 @@ func TestResizePodsConflictsInARow(t *testing.T) {
 		}
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", errors.New("changed"))
 	})
-	rej := newRejections()
+	rej := newPodMemory()
 	key := cache.ObjectName{Namespace: ns, Name: addonName}
+	now := t0
 	pass := func(size inPlaceSize) podSurvey {
 		t.Helper()
-		s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, size)
+		// Each pass once the pod's backoff is over.
+		now = now.Add(maxConflictBackoff)
+		s, err := resizePods(ctx, kube, rej, key, []*corev1.Pod{pod}, containerName, size, nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,5 +343,58 @@ func TestResizePodStripsThePod(t *testing.T) {
 	}
 	if again := resizePod(got, containerName).(*corev1.Pod); !equality.Semantic.DeepEqual(again, got) {
 		t.Errorf("the transform is not idempotent")
+	}
+}
+
+// TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces: a pod whose spec
+// differs from what its kubelet reports is mid-resize whatever size it was
+// sent. Two pods Deferred at the previous size keep holding both places
+// when the size changes: they are sent the new size, and no other pod is
+// resized on their account.
+func TestResizePodsPendingAtAnOlderSizeHoldTheirPlaces(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	previous := func(pod *corev1.Pod) *corev1.Pod {
+		pod = pod.DeepCopy()
+		pod.Generation++
+		pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		return answered(pod, corev1.PodResizePending, corev1.PodReasonDeferred)
+	}
+	pods := []*corev1.Pod{
+		runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"),
+		previous(runningPod("c", "100m", "50Mi")), previous(runningPod("d", "100m", "50Mi")),
+	}
+	kube := kubefake.NewClientset(objects(pods...)...)
+	key := cache.ObjectName{Namespace: ns, Name: addonName}
+	if _, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	got := resizeActions(t, kube)
+	if _, ok := got["a"]; ok {
+		t.Errorf("resized a while c and d are Deferred at the previous size: %v", got)
+	}
+	if _, ok := got["b"]; ok {
+		t.Errorf("resized b while c and d are Deferred at the previous size: %v", got)
+	}
+	if len(got) != 2 || got["c"].Spec.Containers == nil || got["d"].Spec.Containers == nil {
+		t.Errorf("resized %v, want c and d sent the new size (they keep their places)", got)
+	}
+
+	// The same with a kubelet that has not answered yet, or that reports
+	// its resize in progress: the spec differs from what it reports.
+	inProgress := resized(runningPod("c", "100m", "50Mi"))
+	inProgress.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+	pods = []*corev1.Pod{runningPod("a", "100m", "50Mi"), runningPod("b", "100m", "50Mi"), inProgress,
+		answered(inProgress, corev1.PodResizeInProgress, "")}
+	pods[3].Name, pods[3].UID = "d", "uid-d"
+	kube = kubefake.NewClientset(objects(pods...)...)
+	s, err := resizePods(ctx, kube, newPodMemory(), key, pods, containerName, testSize, nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resizeActions(t, kube); got["a"].Spec.Containers != nil || got["b"].Spec.Containers != nil {
+		t.Errorf("resized %v while c and d are mid-resize at the previous size", got)
+	}
+	if n := s.count(podResizing); n != 2 {
+		t.Errorf("%d pods resizing, want c and d: %+v", n, s.answers)
 	}
 }

@@ -179,6 +179,17 @@ func (p *podWatches) stop(key cache.ObjectName) {
 	}
 }
 
+// keys returns the AddonResizers that have an informer.
+func (p *podWatches) keys() []cache.ObjectName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]cache.ObjectName, 0, len(p.watches))
+	for key := range p.watches {
+		out = append(out, key)
+	}
+	return out
+}
+
 // watching reports whether key has an informer, for tests.
 func (p *podWatches) watching(key cache.ObjectName) bool {
 	p.mu.Lock()
