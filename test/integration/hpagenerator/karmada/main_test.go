@@ -20,7 +20,12 @@ limitations under the License.
 // that --hpa-generator-output=Auto detects Karmada. No Karmada component
 // runs: nothing acts on the FederatedHPAs but the generator, and the tests
 // write their status where Karmada's controller would. kube-controller-manager
-// runs for its garbage collector.
+// runs for its garbage collector. The OwnerReferencesPermissionEnforcement
+// admission plugin is on (as in OpenShift): the FederatedHPA's owner
+// reference blocks the LeaderWorkerSet's deletion, which it allows only to
+// who may update the LeaderWorkerSet's finalizers; the tests that run the
+// manager as admin are not affected, TestShippedRBAC runs it with the shipped
+// RBAC.
 package karmada
 
 import (
@@ -42,7 +47,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: writing the CRDs: %v\n", err)
 		os.Exit(1)
 	}
-	framework.Main(m, framework.Options{KubeControllerManager: true, CRDDir: dir})
+	framework.Main(m, framework.Options{
+		KubeControllerManager: true,
+		CRDDir:                dir,
+		ExtraAPIServerArgs:    []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"},
+	})
 }
 
 // writeCRDs writes scaleplane's CRDs with Karmada's FederatedHPA CRD in
