@@ -89,7 +89,7 @@ func (c *Controller) onHPADelete(ctx context.Context, obj any) {
 
 func (c *Controller) onFederatedHPAAdd(ctx context.Context, obj any) {
 	if fhpa, ok := obj.(*autoscalingv1alpha1.FederatedHPA); ok {
-		c.onAutoscalerAdd(ctx, fromFederatedHPA(fhpa), c.managedF)
+		c.onAutoscalerAdd(ctx, fromFederatedHPA(fhpa), c.managedFHPAs)
 	}
 }
 
@@ -97,7 +97,7 @@ func (c *Controller) onFederatedHPAUpdate(ctx context.Context, oldObj, newObj an
 	oldF, ok1 := oldObj.(*autoscalingv1alpha1.FederatedHPA)
 	newF, ok2 := newObj.(*autoscalingv1alpha1.FederatedHPA)
 	if ok1 && ok2 {
-		c.onAutoscalerUpdate(ctx, fromFederatedHPA(oldF), fromFederatedHPA(newF), c.managedF)
+		c.onAutoscalerUpdate(ctx, fromFederatedHPA(oldF), fromFederatedHPA(newF), c.managedFHPAs)
 	}
 }
 
@@ -106,7 +106,7 @@ func (c *Controller) onFederatedHPADelete(ctx context.Context, obj any) {
 		obj = tombstone.Obj
 	}
 	if fhpa, ok := obj.(*autoscalingv1alpha1.FederatedHPA); ok {
-		c.onAutoscalerDelete(ctx, fromFederatedHPA(fhpa), c.managedF)
+		c.onAutoscalerDelete(ctx, fromFederatedHPA(fhpa), c.managedFHPAs)
 	}
 }
 

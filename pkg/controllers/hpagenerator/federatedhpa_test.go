@@ -564,8 +564,8 @@ func TestFederatedHPAEvents(t *testing.T) {
 	if !got["llm"] || !got["other"] || !got["target"] || len(got) != 3 {
 		t.Errorf("enqueued %v, want llm, other and target", got)
 	}
-	if h.c.managedF.len() != 1 {
-		t.Errorf("managed FederatedHPAs = %d, want 1", h.c.managedF.len())
+	if h.c.managedFHPAs.len() != 1 {
+		t.Errorf("managed FederatedHPAs = %d, want 1", h.c.managedFHPAs.len())
 	}
 	status := f.DeepCopy()
 	status.ResourceVersion = "2"
@@ -576,7 +576,7 @@ func TestFederatedHPAEvents(t *testing.T) {
 		t.Errorf("a status update enqueued %d keys", h.c.queue.Len())
 	}
 	h.c.onFederatedHPADelete(h.ctx, cache.DeletedFinalStateUnknown{Key: "default/llm", Obj: f})
-	if h.c.managedF.len() != 0 || h.c.queue.Len() != 3 {
-		t.Errorf("after delete: managed %d, queued %d; want 0 and 3", h.c.managedF.len(), h.c.queue.Len())
+	if h.c.managedFHPAs.len() != 0 || h.c.queue.Len() != 3 {
+		t.Errorf("after delete: managed %d, queued %d; want 0 and 3", h.c.managedFHPAs.len(), h.c.queue.Len())
 	}
 }

@@ -93,15 +93,15 @@ type Controller struct {
 	out, other autoscalers
 	output     Output
 	// karmada: the API server is a Karmada control plane.
-	karmada   bool
-	synced    []cache.InformerSynced
-	recorder  record.EventRecorder
-	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	workers   int
-	managed   *managedSet
-	managedF  *managedSet
-	tolerance *toleranceSupport
-	mismatch  *onceEach
+	karmada      bool
+	synced       []cache.InformerSynced
+	recorder     record.EventRecorder
+	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	workers      int
+	managed      *managedSet
+	managedFHPAs *managedSet
+	tolerance    *toleranceSupport
+	mismatch     *onceEach
 }
 
 // Config is what the hpa-generator is built from.
@@ -166,10 +166,10 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "hpa_generator"},
 		),
-		managed:   newManagedSet(managedHPAs),
-		managedF:  newManagedSet(managedFederatedHPAs),
-		tolerance: newToleranceSupport(),
-		mismatch:  newOnceEach(),
+		managed:      newManagedSet(managedHPAs),
+		managedFHPAs: newManagedSet(managedFederatedHPAs),
+		tolerance:    newToleranceSupport(),
+		mismatch:     newOnceEach(),
 	}
 	switch cfg.Output {
 	case OutputHorizontalPodAutoscaler:
