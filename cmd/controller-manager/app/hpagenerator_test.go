@@ -17,13 +17,16 @@ limitations under the License.
 package app
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
@@ -77,6 +80,18 @@ func TestIsKarmada(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: isKarmada = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// A discovery that fails is not read as "no Karmada": the caller retries,
+// and fails the start rather than pick an output from no answer.
+func TestIsKarmadaDiscoveryFails(t *testing.T) {
+	disc := discoveryWith(nil)
+	disc.PrependReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the server is currently unable to handle the request")
+	})
+	if got, err := isKarmada(disc); err == nil {
+		t.Errorf("isKarmada = %v, nil; want the discovery error", got)
 	}
 }
 
