@@ -112,7 +112,7 @@ func (c *Controller) onFederatedHPADelete(ctx context.Context, obj any) {
 
 func (c *Controller) onAutoscalerAdd(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, managed *managedSet) {
 	managed.set(cache.MetaObjectToName(hpa), isManaged(hpa))
-	c.enqueueFor(ctx, hpa)
+	c.enqueueFor(ctx, managed.kind, hpa)
 }
 
 // onAutoscalerUpdate enqueues the LeaderWorkerSets an autoscaler's change
@@ -126,13 +126,13 @@ func (c *Controller) onAutoscalerUpdate(ctx context.Context, oldHPA, newHPA *aut
 		return
 	}
 	managed.set(cache.MetaObjectToName(newHPA), isManaged(newHPA))
-	c.enqueueFor(ctx, oldHPA)
-	c.enqueueFor(ctx, newHPA)
+	c.enqueueFor(ctx, managed.kind, oldHPA)
+	c.enqueueFor(ctx, managed.kind, newHPA)
 }
 
 func (c *Controller) onAutoscalerDelete(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, managed *managedSet) {
 	managed.set(cache.MetaObjectToName(hpa), false)
-	c.enqueueFor(ctx, hpa)
+	c.enqueueFor(ctx, managed.kind, hpa)
 }
 
 // hpaChanged reports whether anything but status and bookkeeping
@@ -145,9 +145,9 @@ func hpaChanged(oldHPA, newHPA *autoscalingv2.HorizontalPodAutoscaler) bool {
 		!equality.Semantic.DeepEqual(oldHPA.OwnerReferences, newHPA.OwnerReferences)
 }
 
-func (c *Controller) enqueueFor(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) {
+func (c *Controller) enqueueFor(ctx context.Context, kind Output, hpa *autoscalingv2.HorizontalPodAutoscaler) {
 	for _, key := range lwsKeysFor(hpa) {
-		klog.FromContext(ctx).V(5).Info("Autoscaler changed, enqueueing", "hpa", klog.KObj(hpa), "leaderWorkerSet", key)
+		klog.FromContext(ctx).V(5).Info(string(kind)+" changed, enqueueing", "hpa", klog.KObj(hpa), "leaderWorkerSet", key)
 		c.queue.Add(key)
 	}
 }
@@ -188,13 +188,14 @@ func isManaged(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
 // managedSet keeps a managed autoscalers gauge up to date from the event
 // handlers of its kind, without listing.
 type managedSet struct {
+	kind  Output
 	mu    sync.Mutex
 	names map[cache.ObjectName]struct{}
 	gauge *metrics.Gauge
 }
 
-func newManagedSet(gauge *metrics.Gauge) *managedSet {
-	return &managedSet{names: map[cache.ObjectName]struct{}{}, gauge: gauge}
+func newManagedSet(kind Output, gauge *metrics.Gauge) *managedSet {
+	return &managedSet{kind: kind, names: map[cache.ObjectName]struct{}{}, gauge: gauge}
 }
 
 func (m *managedSet) set(key cache.ObjectName, managed bool) {

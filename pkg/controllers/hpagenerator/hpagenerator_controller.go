@@ -166,8 +166,8 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "hpa_generator"},
 		),
-		managed:      newManagedSet(managedHPAs),
-		managedFHPAs: newManagedSet(managedFederatedHPAs),
+		managed:      newManagedSet(OutputHorizontalPodAutoscaler, managedHPAs),
+		managedFHPAs: newManagedSet(OutputFederatedHPA, managedFederatedHPAs),
 		tolerance:    newToleranceSupport(),
 		mismatch:     newOnceEach(),
 	}
