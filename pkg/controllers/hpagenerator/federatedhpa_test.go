@@ -42,8 +42,6 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
 
-var fhpaResource = autoscalingv1alpha1.SchemeGroupVersion.WithResource("federatedhpas")
-
 // fhpaHarness drives a generator whose output is FederatedHPA (or an HPA
 // generator that also sees FederatedHPAs) against fake clientsets, with
 // caches the test refreshes, as harness does for HPAs.
@@ -226,14 +224,14 @@ func (h *fhpaHarness) expectEvent(prefix string, parts ...string) string {
 // policies only (copyHPAScalingRules), so tolerance is dropped.
 func karmadaDefaults(client *fake.Clientset) {
 	client.PrependReactor("*", "federatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		var f *autoscalingv1alpha1.FederatedHPA
-		switch a := action.(type) {
-		case clienttesting.CreateAction:
-			f, _ = a.GetObject().(*autoscalingv1alpha1.FederatedHPA)
-		case clienttesting.UpdateAction:
-			f, _ = a.GetObject().(*autoscalingv1alpha1.FederatedHPA)
+		// Create and update actions have the same methods: tell them by
+		// the verb. Status updates do not go through the webhook.
+		a, ok := action.(clienttesting.CreateAction)
+		if !ok || action.GetVerb() != "create" && action.GetVerb() != "update" || action.GetSubresource() != "" {
+			return false, nil, nil
 		}
-		if f == nil {
+		f, ok := a.GetObject().(*autoscalingv1alpha1.FederatedHPA)
+		if !ok {
 			return false, nil, nil
 		}
 		if f.Spec.MinReplicas == nil {
