@@ -17,12 +17,16 @@ limitations under the License.
 package app
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
@@ -55,6 +59,88 @@ func TestHPAGeneratorDescriptor(t *testing.T) {
 	missing, err = missingResources(discoveryWith(map[string][]string{"leaderworkerset.x-k8s.io/v1": {"leaderworkersets", "leaderworkersets/scale"}}), d.RequiredResources())
 	if err != nil || len(missing) != 0 {
 		t.Errorf("with the CRD: missing = %v, %v; want none", missing, err)
+	}
+}
+
+// Karmada is told by PropagationPolicies or Clusters being served, not by
+// FederatedHPAs (scaleplane ships that CRD for plain clusters).
+func TestIsKarmada(t *testing.T) {
+	cases := []struct {
+		name      string
+		resources map[string][]string
+		want      bool
+	}{
+		{"plain cluster", nil, false},
+		{"plain cluster with scaleplane's CRDs", map[string][]string{"autoscaling.karmada.io/v1alpha1": {"cronfederatedhpas", "federatedhpas"}}, false},
+		{"PropagationPolicies", map[string][]string{"policy.karmada.io/v1alpha1": {"propagationpolicies", "overridepolicies"}}, true},
+		{"Clusters", map[string][]string{"cluster.karmada.io/v1alpha1": {"clusters", "clusters/status"}}, true},
+	}
+	for _, tc := range cases {
+		got, err := isKarmada(discoveryWith(tc.resources))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: isKarmada = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// A discovery that fails is not read as "no Karmada": the caller retries,
+// and fails the start rather than pick an output from no answer.
+func TestIsKarmadaDiscoveryFails(t *testing.T) {
+	disc := discoveryWith(nil)
+	disc.PrependReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the server is currently unable to handle the request")
+	})
+	if got, err := isKarmada(disc); err == nil {
+		t.Errorf("isKarmada = %v, nil; want the discovery error", got)
+	}
+}
+
+func TestChooseOutput(t *testing.T) {
+	cases := []struct {
+		flag    string
+		karmada bool
+		want    hpagenerator.Output
+	}{
+		{options.HPAGeneratorOutputAuto, false, hpagenerator.OutputHorizontalPodAutoscaler},
+		{options.HPAGeneratorOutputAuto, true, hpagenerator.OutputFederatedHPA},
+		{options.HPAGeneratorOutputHorizontalPodAutoscaler, true, hpagenerator.OutputHorizontalPodAutoscaler},
+		{options.HPAGeneratorOutputFederatedHPA, false, hpagenerator.OutputFederatedHPA},
+	}
+	for _, tc := range cases {
+		if got, why := chooseOutput(tc.flag, tc.karmada); got != tc.want || why == "" {
+			t.Errorf("chooseOutput(%s, karmada %v) = %s (%q), want %s", tc.flag, tc.karmada, got, why, tc.want)
+		}
+	}
+	o := options.NewHPAGeneratorOptions()
+	if o.Output != options.HPAGeneratorOutputAuto {
+		t.Errorf("default output %q, want Auto", o.Output)
+	}
+	o.Output = "HPA"
+	if errs := o.Validate(); len(errs) != 1 {
+		t.Errorf("Validate of --hpa-generator-output=HPA = %v, want one error", errs)
+	}
+}
+
+// An explicit FederatedHPA output where FederatedHPAs are not served fails
+// the controller's start, saying what to install; Auto on a plain cluster
+// builds an HPA generator.
+func TestHPAGeneratorInitFederatedHPAWithoutCRD(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kube := kubefake.NewSimpleClientset()
+	client := fake.NewSimpleClientset()
+	opts := options.NewOptions()
+	opts.HPAGenerator.Output = options.HPAGeneratorOutputFederatedHPA
+	controllerCtx := ControllerContext{
+		KubeClient:                kube,
+		Client:                    client,
+		InformerFactory:           kubeinformers.NewSharedInformerFactory(kube, 0),
+		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, 0),
+		EventRecorderFor:          func(string) record.EventRecorder { return record.NewFakeRecorder(10) },
+		Options:                   opts,
+	}
+	_, err := NewControllerDescriptors()["hpa-generator"].initFunc(ctx, controllerCtx)
+	if err == nil || !strings.Contains(err.Error(), "does not serve autoscaling.karmada.io/v1alpha1, Resource=federatedhpas") {
+		t.Errorf("initFunc = %v, want the missing FederatedHPAs named", err)
 	}
 }
 

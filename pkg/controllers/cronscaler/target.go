@@ -274,6 +274,9 @@ func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t 
 		if err != nil {
 			return err
 		}
+		if err := refuseGenerated("FederatedHPA", fhpa); err != nil {
+			return err
+		}
 		if prior = inspectInherited(fhpa.ManagedFields, fieldPaths(t, v), inherited); prior.decided() {
 			return nil
 		}

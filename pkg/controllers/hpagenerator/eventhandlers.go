@@ -23,8 +23,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 )
 
@@ -60,43 +62,77 @@ func (c *Controller) onLWSUpdate(ctx context.Context, oldObj, newObj any) {
 // the name, in case a new LeaderWorkerSet of that name waits for it.
 
 func (c *Controller) onHPAAdd(ctx context.Context, obj any) {
-	hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-	if !ok {
-		return
+	if hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		c.onAutoscalerAdd(ctx, hpa, c.managed)
 	}
-	c.managed.set(cache.MetaObjectToName(hpa), isManaged(hpa))
-	c.enqueueFor(ctx, hpa)
 }
 
-// onHPAUpdate enqueues the LeaderWorkerSets an HPA change may matter to, of
-// the old and the new object both (an owner or a target may have changed).
-// Only changes to spec, labels, annotations and owner references count: the
-// HPA controller writes status every sync period, and requeueing on that
-// would sync every LeaderWorkerSet every 15 seconds for nothing.
 func (c *Controller) onHPAUpdate(ctx context.Context, oldObj, newObj any) {
 	oldHPA, ok1 := oldObj.(*autoscalingv2.HorizontalPodAutoscaler)
 	newHPA, ok2 := newObj.(*autoscalingv2.HorizontalPodAutoscaler)
-	if !ok1 || !ok2 {
-		return
+	if ok1 && ok2 {
+		c.onAutoscalerUpdate(ctx, oldHPA, newHPA, c.managed)
 	}
-	if !hpaChanged(oldHPA, newHPA) {
-		return
-	}
-	c.managed.set(cache.MetaObjectToName(newHPA), isManaged(newHPA))
-	c.enqueueFor(ctx, oldHPA)
-	c.enqueueFor(ctx, newHPA)
 }
 
 func (c *Controller) onHPADelete(ctx context.Context, obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-	if !ok {
+	if hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		c.onAutoscalerDelete(ctx, hpa, c.managed)
+	}
+}
+
+// The FederatedHPA handlers are the HPA ones, on the FederatedHPA seen as an
+// HPA.
+
+func (c *Controller) onFederatedHPAAdd(ctx context.Context, obj any) {
+	if fhpa, ok := obj.(*autoscalingv1alpha1.FederatedHPA); ok {
+		c.onAutoscalerAdd(ctx, fromFederatedHPA(fhpa), c.managedFHPAs)
+	}
+}
+
+func (c *Controller) onFederatedHPAUpdate(ctx context.Context, oldObj, newObj any) {
+	oldF, ok1 := oldObj.(*autoscalingv1alpha1.FederatedHPA)
+	newF, ok2 := newObj.(*autoscalingv1alpha1.FederatedHPA)
+	if ok1 && ok2 {
+		c.onAutoscalerUpdate(ctx, fromFederatedHPA(oldF), fromFederatedHPA(newF), c.managedFHPAs)
+	}
+}
+
+func (c *Controller) onFederatedHPADelete(ctx context.Context, obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if fhpa, ok := obj.(*autoscalingv1alpha1.FederatedHPA); ok {
+		c.onAutoscalerDelete(ctx, fromFederatedHPA(fhpa), c.managedFHPAs)
+	}
+}
+
+func (c *Controller) onAutoscalerAdd(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, managed *managedSet) {
+	managed.set(cache.MetaObjectToName(hpa), isManaged(hpa))
+	c.enqueueFor(ctx, managed.kind, hpa)
+}
+
+// onAutoscalerUpdate enqueues the LeaderWorkerSets an autoscaler's change
+// may matter to, of the old and the new object both (an owner or a target
+// may have changed). Only changes to spec, labels, annotations and owner
+// references count: the HPA controller (and Karmada's) writes status every
+// sync period, and requeueing on that would sync every LeaderWorkerSet every
+// 15 seconds for nothing.
+func (c *Controller) onAutoscalerUpdate(ctx context.Context, oldHPA, newHPA *autoscalingv2.HorizontalPodAutoscaler, managed *managedSet) {
+	if !hpaChanged(oldHPA, newHPA) {
 		return
 	}
-	c.managed.set(cache.MetaObjectToName(hpa), false)
-	c.enqueueFor(ctx, hpa)
+	managed.set(cache.MetaObjectToName(newHPA), isManaged(newHPA))
+	c.enqueueFor(ctx, managed.kind, oldHPA)
+	c.enqueueFor(ctx, managed.kind, newHPA)
+}
+
+func (c *Controller) onAutoscalerDelete(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, managed *managedSet) {
+	managed.set(cache.MetaObjectToName(hpa), false)
+	c.enqueueFor(ctx, managed.kind, hpa)
 }
 
 // hpaChanged reports whether anything but status and bookkeeping
@@ -109,9 +145,9 @@ func hpaChanged(oldHPA, newHPA *autoscalingv2.HorizontalPodAutoscaler) bool {
 		!equality.Semantic.DeepEqual(oldHPA.OwnerReferences, newHPA.OwnerReferences)
 }
 
-func (c *Controller) enqueueFor(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) {
+func (c *Controller) enqueueFor(ctx context.Context, kind Output, hpa *autoscalingv2.HorizontalPodAutoscaler) {
 	for _, key := range lwsKeysFor(hpa) {
-		klog.FromContext(ctx).V(5).Info("HorizontalPodAutoscaler changed, enqueueing", "hpa", klog.KObj(hpa), "leaderWorkerSet", key)
+		klog.FromContext(ctx).V(5).Info(string(kind)+" changed, enqueueing", "hpa", klog.KObj(hpa), "leaderWorkerSet", key)
 		c.queue.Add(key)
 	}
 }
@@ -149,15 +185,17 @@ func isManaged(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
 	return ok
 }
 
-// managedSet keeps the managed HPAs gauge up to date from the HPA event
-// handlers, without listing.
+// managedSet keeps a managed autoscalers gauge up to date from the event
+// handlers of its kind, without listing.
 type managedSet struct {
+	kind  Output
 	mu    sync.Mutex
 	names map[cache.ObjectName]struct{}
+	gauge *metrics.Gauge
 }
 
-func newManagedSet() *managedSet {
-	return &managedSet{names: map[cache.ObjectName]struct{}{}}
+func newManagedSet(kind Output, gauge *metrics.Gauge) *managedSet {
+	return &managedSet{kind: kind, names: map[cache.ObjectName]struct{}{}, gauge: gauge}
 }
 
 func (m *managedSet) set(key cache.ObjectName, managed bool) {
@@ -168,7 +206,7 @@ func (m *managedSet) set(key cache.ObjectName, managed bool) {
 	} else {
 		delete(m.names, key)
 	}
-	managedHPAs.Set(float64(len(m.names)))
+	m.gauge.Set(float64(len(m.names)))
 }
 
 func (m *managedSet) len() int {

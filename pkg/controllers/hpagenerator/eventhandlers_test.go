@@ -205,11 +205,11 @@ func TestScaleTargetIndex(t *testing.T) {
 		}(),
 	)
 	got := h.c.otherTargeting(h.ctx, lws("web", nil), nil)
-	if len(got) != 2 || got[0] != "a" || got[1] != "b" {
-		t.Errorf("HPAs targeting web = %v, want [a b]", got)
+	if len(got) != 2 || got[0] != "HorizontalPodAutoscaler a" || got[1] != "HorizontalPodAutoscaler b" {
+		t.Errorf("HPAs targeting web = %q, want [HorizontalPodAutoscaler a, HorizontalPodAutoscaler b]", got)
 	}
-	if got := h.c.otherTargeting(h.ctx, lws("web", nil), foreignHPA("a")); len(got) != 1 || got[0] != "b" {
-		t.Errorf("HPAs other than a targeting web = %v, want [b]", got)
+	if got := h.c.otherTargeting(h.ctx, lws("web", nil), foreignHPA("a")); len(got) != 1 || got[0] != "HorizontalPodAutoscaler b" {
+		t.Errorf("HPAs other than a targeting web = %q, want [HorizontalPodAutoscaler b]", got)
 	}
 }
 

@@ -264,6 +264,13 @@ func counterValue(t *testing.T, name, label, value string) float64 {
 	return v
 }
 
+// writeCount reads the writes counter of one verb and kind.
+func writeCount(t *testing.T, verb string, kind Output) float64 {
+	t.Helper()
+	v, _ := testkit.MetricValue(t, "hpa_generator_writes_total", map[string]string{"verb": verb, "kind": string(kind)})
+	return v
+}
+
 // gaugeValue reads an unlabelled gauge from the registry /metrics serves.
 func gaugeValue(t *testing.T, name string) float64 {
 	t.Helper()

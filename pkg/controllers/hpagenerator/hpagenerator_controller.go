@@ -15,9 +15,11 @@ limitations under the License.
 */
 
 // Package hpagenerator is the hpa-generator controller: it keeps an
-// autoscaling/v2 HorizontalPodAutoscaler for every LeaderWorkerSet whose
-// spec.scalePolicy has metrics (LWS KEP-213), and deletes it when the policy
-// goes away.
+// autoscaling/v2 HorizontalPodAutoscaler (or, on a Karmada control plane,
+// an autoscaling.karmada.io/v1alpha1 FederatedHPA) for every LeaderWorkerSet
+// whose spec.scalePolicy has metrics (LWS KEP-213), and deletes it when the
+// policy goes away. Everything below holds for both kinds; "HPA" stands for
+// either.
 //
 // The HPA is named after the LeaderWorkerSet, controlled by it, and built
 // from constants and the policy alone. The generator owns its spec, its
@@ -34,6 +36,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scaleplane/scaleplane/pkg/scaletarget"
@@ -42,16 +45,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	"k8s.io/client-go/kubernetes"
-	autoscalingv2listers "k8s.io/client-go/listers/autoscaling/v2"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	fhpainformers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	lwsinformers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/leaderworkerset/v1"
 	lwslisters "github.com/scaleplane/scaleplane/pkg/generated/listers/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/pkg/workloop"
@@ -68,22 +73,35 @@ const (
 	reasonConflict       = "HPAConflict"
 	reasonTargetConflict = "HPATargetConflict"
 	reasonRejected       = "HPARejected"
+	// reasonOutputChanged: an autoscaler of the other kind, left by an
+	// earlier output, was deleted.
+	reasonOutputChanged = "HPAOutputChanged"
+	// reasonOutputMismatch: the output kind does not suit the API server
+	// (an HPA on Karmada, a FederatedHPA without Karmada).
+	reasonOutputMismatch = "HPAOutputMismatch"
 	// reasonToleranceIgnored: the API server drops behavior's tolerance.
 	reasonToleranceIgnored = "HPAToleranceIgnored"
 )
 
 // Controller is the hpa-generator.
 type Controller struct {
-	kubeClient kubernetes.Interface
-	lwsLister  lwslisters.LeaderWorkerSetLister
-	hpaLister  autoscalingv2listers.HorizontalPodAutoscalerLister
-	hpaIndexer cache.Indexer
-	synced     []cache.InformerSynced
-	recorder   record.EventRecorder
-	queue      workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	workers    int
-	managed    *managedSet
-	tolerance  *toleranceSupport
+	lwsLister lwslisters.LeaderWorkerSetLister
+	// out is the kind the generator keeps; other the other kind, whose
+	// objects it deletes if a LeaderWorkerSet controls one (left by an
+	// earlier output) and reports if one scales a LeaderWorkerSet. other is
+	// nil where FederatedHPAs are not served.
+	out, other autoscalers
+	output     Output
+	// karmada: the API server is a Karmada control plane.
+	karmada      bool
+	synced       []cache.InformerSynced
+	recorder     record.EventRecorder
+	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	workers      int
+	managed      *managedSet
+	managedFHPAs *managedSet
+	tolerance    *toleranceSupport
+	mismatch     *onceEach
 }
 
 // Config is what the hpa-generator is built from.
@@ -93,36 +111,75 @@ type Config struct {
 	// too).
 	LeaderWorkerSets lwsinformers.LeaderWorkerSetInformer
 	HPAs             autoscalingv2informers.HorizontalPodAutoscalerInformer
-	// KubeClient writes the HPAs, as field manager scaleplane-hpa-generator.
+	// FederatedHPAs is the FederatedHPA informer (shared with the
+	// cron-scaler): required when Output is FederatedHPA, and nil where
+	// FederatedHPAs are not served.
+	FederatedHPAs fhpainformers.FederatedHPAInformer
+	// KubeClient writes the HPAs, and Client the FederatedHPAs, as field
+	// manager scaleplane-hpa-generator.
 	KubeClient kubernetes.Interface
-	Recorder   record.EventRecorder
+	Client     versioned.Interface
+	// Output is the kind of autoscaler to keep; empty means
+	// HorizontalPodAutoscaler.
+	Output Output
+	// Karmada tells that the API server is a Karmada control plane: an HPA
+	// output there, or a FederatedHPA output elsewhere, is warned about on
+	// every LeaderWorkerSet it concerns.
+	Karmada  bool
+	Recorder record.EventRecorder
 	// Workers is the number of LeaderWorkerSets synced at once.
 	Workers int
 }
 
 // NewController builds the hpa-generator: it adds a scale target index to the
-// HPA informer and registers its event handlers on both informers.
+// autoscaler informers and registers its event handlers on every informer.
 func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	lwsInformer, hpaInformer := cfg.LeaderWorkerSets, cfg.HPAs
 	registerMetrics()
+	if cfg.Output == "" {
+		cfg.Output = OutputHorizontalPodAutoscaler
+	}
+	if cfg.Output == OutputFederatedHPA && cfg.FederatedHPAs == nil {
+		return nil, fmt.Errorf("output %s needs the FederatedHPA informer: are FederatedHPAs (autoscaling.karmada.io/v1alpha1) served?", cfg.Output)
+	}
 	if err := scaletarget.AddIndex(hpaInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("indexing HorizontalPodAutoscalers: %w", err)
 	}
+	hpaStore := &hpas{lister: hpaInformer.Lister(), indexer: hpaInformer.Informer().GetIndexer(), client: cfg.KubeClient}
+	var fhpaStore autoscalers
+	synced := []cache.InformerSynced{lwsInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced}
+	if cfg.FederatedHPAs != nil {
+		if err := scaletarget.AddIndex(cfg.FederatedHPAs.Informer()); err != nil {
+			return nil, fmt.Errorf("indexing FederatedHPAs: %w", err)
+		}
+		fhpaStore = &federatedHPAs{lister: cfg.FederatedHPAs.Lister(), indexer: cfg.FederatedHPAs.Informer().GetIndexer(), client: cfg.Client}
+		synced = append(synced, cfg.FederatedHPAs.Informer().HasSynced)
+	}
 	c := &Controller{
-		kubeClient: cfg.KubeClient,
-		lwsLister:  lwsInformer.Lister(),
-		hpaLister:  hpaInformer.Lister(),
-		hpaIndexer: hpaInformer.Informer().GetIndexer(),
-		synced:     []cache.InformerSynced{lwsInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced},
-		recorder:   cfg.Recorder,
-		workers:    cfg.Workers,
+		lwsLister: lwsInformer.Lister(),
+		output:    cfg.Output,
+		karmada:   cfg.Karmada,
+		synced:    synced,
+		recorder:  cfg.Recorder,
+		workers:   cfg.Workers,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "hpa_generator"},
 		),
-		managed:   newManagedSet(),
-		tolerance: newToleranceSupport(),
+		managed:      newManagedSet(OutputHorizontalPodAutoscaler, managedHPAs),
+		managedFHPAs: newManagedSet(OutputFederatedHPA, managedFederatedHPAs),
+		tolerance:    newToleranceSupport(),
+		mismatch:     newOnceEach(),
 	}
+	switch cfg.Output {
+	case OutputHorizontalPodAutoscaler:
+		c.out, c.other = hpaStore, fhpaStore
+	case OutputFederatedHPA:
+		c.out, c.other = fhpaStore, hpaStore
+	default:
+		return nil, fmt.Errorf("unknown output %q: want %s or %s", cfg.Output, OutputHorizontalPodAutoscaler, OutputFederatedHPA)
+	}
+	setOutputMetric(cfg.Output)
 	options := cache.HandlerOptions{Logger: ptrTo(klog.FromContext(ctx))}
 	if _, err := lwsInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onLWSAdd(ctx, obj) },
@@ -136,6 +193,15 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		DeleteFunc: func(obj any) { c.onHPADelete(ctx, obj) },
 	}, options); err != nil {
 		return nil, fmt.Errorf("registering the HorizontalPodAutoscaler event handlers: %w", err)
+	}
+	if cfg.FederatedHPAs != nil {
+		if _, err := cfg.FederatedHPAs.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onFederatedHPAAdd(ctx, obj) },
+			UpdateFunc: func(oldObj, newObj any) { c.onFederatedHPAUpdate(ctx, oldObj, newObj) },
+			DeleteFunc: func(obj any) { c.onFederatedHPADelete(ctx, obj) },
+		}, options); err != nil {
+			return nil, fmt.Errorf("registering the FederatedHPA event handlers: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -184,11 +250,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return nil
 	}
 
-	hpa, err := c.hpaLister.HorizontalPodAutoscalers(key.Namespace).Get(key.Name)
+	if err := c.removeOtherKind(ctx, lws); err != nil {
+		return err
+	}
+	hpa, err := c.out.get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		hpa = nil
 	} else if err != nil {
-		return fmt.Errorf("reading HorizontalPodAutoscaler %s from the cache: %w", key, err)
+		return fmt.Errorf("reading %s %s from the cache: %w", c.out.kind(), key, err)
 	}
 
 	if hpa != nil && !isOurs(hpa, lws) {
@@ -199,7 +268,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		if hpa == nil {
 			return nil
 		}
-		return c.deleteHPA(ctx, lws, hpa)
+		return c.deleteHPA(ctx, lws, c.out, hpa, corev1.EventTypeNormal, reasonDeleted, whyDeleted(lws))
+	}
+	if c.output == OutputFederatedHPA {
+		if errs := federatedHPARefusals(lws.Spec.ScalePolicy); len(errs) > 0 {
+			c.refuse(ctx, lws, refusalMessage(errs))
+			return nil
+		}
 	}
 	if others := c.otherTargeting(ctx, lws, hpa); len(others) > 0 {
 		c.warnTargetConflict(lws, hpa, others)
@@ -210,6 +285,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// hand the target to an autoscaler the user may not have meant
 		// to keep, and leaving it stale would make two wrong ones.
 	}
+	c.warnOutputMismatch(ctx, lws)
 
 	desired := desiredHPA(lws)
 	if hpa == nil {
@@ -222,6 +298,75 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		desired = withoutTolerance(desired)
 	}
 	return c.updateHPA(ctx, lws, hpa, desired)
+}
+
+// removeOtherKind deletes the autoscaler of the other kind that the
+// LeaderWorkerSet controls: one left from before the output changed (say, an
+// HPA made before the manager ran with --hpa-generator-output=FederatedHPA).
+// Two autoscalers would fight over the replicas. Whether or not the policy
+// still asks for one, it has no place next to the output.
+func (c *Controller) removeOtherKind(ctx context.Context, lws *lwsv1.LeaderWorkerSet) error {
+	if c.other == nil {
+		return nil
+	}
+	left, err := c.other.get(lws.Namespace, lws.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s %s from the cache: %w", c.other.kind(), klog.KObj(lws), err)
+	}
+	if !isOurs(left, lws) {
+		// Not this LeaderWorkerSet's: a foreign one that targets it is
+		// reported by otherTargeting, and one of the same name that
+		// targets something else is none of the generator's business.
+		return nil
+	}
+	return c.deleteHPA(ctx, lws, c.other, left, corev1.EventTypeWarning, reasonOutputChanged,
+		fmt.Sprintf("the hpa-generator's output is %s now (--hpa-generator-output), and two autoscalers would fight over the replicas", c.out.kind()))
+}
+
+// whyDeleted says why the LeaderWorkerSet no longer wants an autoscaler.
+func whyDeleted(lws *lwsv1.LeaderWorkerSet) string {
+	if lws.Spec.ScalePolicy != nil {
+		return "spec.scalePolicy has no metrics"
+	}
+	return "spec.scalePolicy was removed"
+}
+
+// refuse reports a policy the output kind cannot carry, by field, in a
+// Warning event, and leaves the autoscaler as it is: nothing is retried
+// until the policy changes (its update event brings the LeaderWorkerSet
+// back).
+func (c *Controller) refuse(ctx context.Context, lws *lwsv1.LeaderWorkerSet, why string) {
+	refusals.WithLabelValues(c.out.kind()).Inc()
+	klog.FromContext(ctx).V(2).Info("Scale policy refused", "kind", c.out.kind(), "reason", why)
+	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonRejected,
+		"spec.scalePolicy cannot be served by a %s, not writing %s %s: %s; fix spec.scalePolicy, it is tried again on the next change",
+		c.out.kind(), c.out.kind(), lws.Name, why)
+}
+
+// warnOutputMismatch tells a LeaderWorkerSet, once per process, that its
+// autoscaler's kind does not suit the API server: an HPA on a Karmada
+// control plane, where no HPA controller runs (and one propagated to member
+// clusters would scale each member's copy on its own), or a FederatedHPA on
+// a plain cluster, where no Karmada controller acts on it.
+func (c *Controller) warnOutputMismatch(ctx context.Context, lws *lwsv1.LeaderWorkerSet) {
+	var why string
+	switch {
+	case c.output == OutputHorizontalPodAutoscaler && c.karmada:
+		why = "this API server is a Karmada control plane, where no HPA controller runs, and an HPA propagated to member clusters scales each member's copy on its own, against Karmada's division of the replicas; run with --hpa-generator-output=Auto or FederatedHPA"
+	case c.output == OutputFederatedHPA && !c.karmada:
+		why = "this API server is not a Karmada control plane (it serves neither policy.karmada.io PropagationPolicies nor cluster.karmada.io Clusters), so no controller acts on a FederatedHPA here; run with --hpa-generator-output=Auto or HorizontalPodAutoscaler"
+	default:
+		return
+	}
+	if !c.mismatch.first(lws.UID) {
+		return
+	}
+	klog.FromContext(ctx).Info("The output kind does not suit the API server", "kind", c.out.kind(), "karmada", c.karmada)
+	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonOutputMismatch,
+		"The hpa-generator keeps a %s for spec.scalePolicy, but %s", c.out.kind(), why)
 }
 
 // warnToleranceIgnored tells a LeaderWorkerSet, once, that the API server
@@ -248,7 +393,7 @@ func (c *Controller) leaveForeign(ctx context.Context, lws *lwsv1.LeaderWorkerSe
 		// Left by an earlier LeaderWorkerSet of this name (deleted and
 		// created again): the garbage collector is about to delete it,
 		// and its delete event brings us back.
-		klog.FromContext(ctx).V(2).Info("HorizontalPodAutoscaler belongs to an earlier LeaderWorkerSet of the same name, waiting for the garbage collector", "hpa", klog.KObj(hpa), "ownerUID", ref.UID)
+		klog.FromContext(ctx).V(2).Info("Autoscaler belongs to an earlier LeaderWorkerSet of the same name, waiting for the garbage collector", "kind", c.out.kind(), "hpa", klog.KObj(hpa), "ownerUID", ref.UID)
 		return
 	}
 	controller := "no controller"
@@ -262,27 +407,32 @@ func (c *Controller) leaveForeign(ctx context.Context, lws *lwsv1.LeaderWorkerSe
 	}
 	conflicts.WithLabelValues(conflictName).Inc()
 	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonConflict,
-		"HorizontalPodAutoscaler %s already exists with %s, not this LeaderWorkerSet: leaving it alone and not applying spec.scalePolicy; delete that HorizontalPodAutoscaler to let the hpa-generator create its own",
-		hpa.Name, controller)
+		"%s %s already exists with %s, not this LeaderWorkerSet: leaving it alone and not applying spec.scalePolicy; delete that %s to let the hpa-generator create its own",
+		c.out.kind(), hpa.Name, controller, c.out.kind())
 }
 
-// otherTargeting returns the names of the HPAs, other than ours, that scale
-// the LeaderWorkerSet.
+// otherTargeting returns the autoscalers, of either kind, other than ours,
+// that scale the LeaderWorkerSet, as "<kind> <name>". One of the other kind
+// that the LeaderWorkerSet controls is left out: removeOtherKind deletes it.
 func (c *Controller) otherTargeting(ctx context.Context, lws *lwsv1.LeaderWorkerSet, ours *autoscalingv2.HorizontalPodAutoscaler) []string {
-	objs, err := c.hpaIndexer.ByIndex(scaletarget.Index, scaletarget.Key(lws.Namespace, lwsGroup, lwsKind, lws.Name))
-	if err != nil {
-		// Only possible if the index is missing, which NewController
-		// prevents.
-		utilruntime.HandleErrorWithContext(ctx, err, "Looking up the HorizontalPodAutoscalers that target a LeaderWorkerSet failed", "leaderWorkerSet", klog.KObj(lws))
-		return nil
-	}
 	var names []string
-	for _, obj := range objs {
-		hpa, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-		if !ok || ours != nil && hpa.Name == ours.Name {
+	for _, store := range []autoscalers{c.out, c.other} {
+		if store == nil {
 			continue
 		}
-		names = append(names, hpa.Name)
+		found, err := store.targeting(lws.Namespace, lws.Name)
+		if err != nil {
+			// Only possible if the index is missing, which NewController
+			// prevents.
+			utilruntime.HandleErrorWithContext(ctx, err, "Looking up the autoscalers that target a LeaderWorkerSet failed", "leaderWorkerSet", klog.KObj(lws))
+			continue
+		}
+		for _, hpa := range found {
+			if store == c.out && ours != nil && hpa.Name == ours.Name || store == c.other && isOurs(hpa, lws) {
+				continue
+			}
+			names = append(names, store.kind()+" "+hpa.Name)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -293,11 +443,31 @@ func (c *Controller) warnTargetConflict(lws *lwsv1.LeaderWorkerSet, ours *autosc
 	list := strings.Join(others, ", ")
 	if ours == nil {
 		c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonTargetConflict,
-			"HorizontalPodAutoscaler %s already scales this LeaderWorkerSet: not creating another one for spec.scalePolicy, two autoscalers would fight over its replicas; delete it, or remove spec.scalePolicy",
-			list)
+			"%s already scales this LeaderWorkerSet: not creating a %s for spec.scalePolicy, two autoscalers would fight over its replicas; delete it, or remove spec.scalePolicy",
+			list, c.out.kind())
 		return
 	}
 	c.recorder.Eventf(lws, corev1.EventTypeWarning, reasonTargetConflict,
-		"HorizontalPodAutoscaler %s also scales this LeaderWorkerSet and fights with %s, the one spec.scalePolicy asks for, over its replicas; delete it",
-		list, ours.Name)
+		"%s also scales this LeaderWorkerSet and fights with %s %s, the one spec.scalePolicy asks for, over its replicas; delete it",
+		list, c.out.kind(), ours.Name)
+}
+
+// onceEach remembers which LeaderWorkerSets were told something, so that it
+// is said once per LeaderWorkerSet and process, not on every sync.
+type onceEach struct {
+	mu   sync.Mutex
+	told map[types.UID]struct{}
+}
+
+func newOnceEach() *onceEach { return &onceEach{told: map[types.UID]struct{}{}} }
+
+// first reports whether uid is still to be told, and counts it as told.
+func (o *onceEach) first(uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.told[uid]; ok {
+		return false
+	}
+	o.told[uid] = struct{}{}
+	return true
 }

@@ -49,10 +49,10 @@ func TestCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, lws("web", tc.policy))
-			creates := counterValue(t, "hpa_generator_writes_total", "verb", verbCreate)
+			creates := writeCount(t, verbCreate, OutputHorizontalPodAutoscaler)
 			h.sync("web")
 			h.expectWrites("create")
-			if got := counterValue(t, "hpa_generator_writes_total", "verb", verbCreate) - creates; got != 1 {
+			if got := writeCount(t, verbCreate, OutputHorizontalPodAutoscaler) - creates; got != 1 {
 				t.Errorf("writes_total{verb=create} grew by %v, want 1", got)
 			}
 			hpa := h.getHPA("web")

@@ -48,12 +48,30 @@ var (
 		Help:           "HorizontalPodAutoscalers controlled by a LeaderWorkerSet, as seen in the informer cache.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	managedFederatedHPAs = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "managed_federatedhpas",
+		Help:           "FederatedHPAs controlled by a LeaderWorkerSet, as seen in the informer cache (0 where FederatedHPAs are not served).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	writes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writes_total",
-		Help:           "Successful writes of HorizontalPodAutoscalers by verb: create, update (a policy change or a repaired drift) or delete. A steady state makes none.",
+		Help:           "Successful writes of autoscalers by verb: create, update (a policy change or a repaired drift) or delete, and kind: HorizontalPodAutoscaler or FederatedHPA. A steady state makes none.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"verb"})
+	}, []string{"verb", "kind"})
+	refusals = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "refusals_total",
+		Help:           "Scale policies the output kind cannot carry, by kind: refused before writing (what Karmada's FederatedHPA refuses or cannot serve) or by the API server (invalid, or denied by an admission webhook). Each waits for a policy change.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+	output = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "output",
+		Help:           "The kind of autoscaler the hpa-generator keeps: 1 for the kind chosen at start-up (--hpa-generator-output), 0 for the other.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
 	conflicts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "conflicts_total",
@@ -68,6 +86,17 @@ var registerOnce sync.Once
 // registry served on /metrics. Calling it again is harmless.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(managedHPAs, writes, conflicts)
+		legacyregistry.MustRegister(managedHPAs, managedFederatedHPAs, writes, refusals, conflicts, output)
 	})
+}
+
+// setOutputMetric exposes the output kind.
+func setOutputMetric(kind Output) {
+	for _, k := range []Output{OutputHorizontalPodAutoscaler, OutputFederatedHPA} {
+		v := 0.0
+		if k == kind {
+			v = 1
+		}
+		output.WithLabelValues(string(k)).Set(v)
+	}
 }

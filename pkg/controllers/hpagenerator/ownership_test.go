@@ -139,7 +139,7 @@ func TestAnotherHPATargetsTheLeaderWorkerSetNextToOurs(t *testing.T) {
 	h.updateLWS("web", func(l *lwsv1.LeaderWorkerSet) { l.Spec.ScalePolicy.MaxReplicas = 12 })
 	h.sync("web")
 	h.expectWrites("update")
-	h.expectEvent("Warning HPATargetConflict", "custom", "fights with web")
+	h.expectEvent("Warning HPATargetConflict", "HorizontalPodAutoscaler custom", "fights with HorizontalPodAutoscaler web")
 	if h.getHPA("custom").Spec.MaxReplicas != 7 {
 		t.Error("the other HPA was changed")
 	}

@@ -26,22 +26,45 @@ import (
 type HPAGeneratorOptions struct {
 	// ConcurrentSyncs is how many LeaderWorkerSets are synced at once.
 	ConcurrentSyncs int
+	// Output is the kind of autoscaler kept for a LeaderWorkerSet: Auto,
+	// HorizontalPodAutoscaler or FederatedHPA.
+	Output string
 }
+
+// The values of --hpa-generator-output.
+const (
+	// HPAGeneratorOutputAuto: a FederatedHPA on a Karmada control plane, an
+	// HPA elsewhere, decided at start-up.
+	HPAGeneratorOutputAuto                    = "Auto"
+	HPAGeneratorOutputHorizontalPodAutoscaler = "HorizontalPodAutoscaler"
+	HPAGeneratorOutputFederatedHPA            = "FederatedHPA"
+)
 
 // NewHPAGeneratorOptions returns the hpa-generator options with their defaults.
 func NewHPAGeneratorOptions() *HPAGeneratorOptions {
-	return &HPAGeneratorOptions{ConcurrentSyncs: 5}
+	return &HPAGeneratorOptions{ConcurrentSyncs: 5, Output: HPAGeneratorOutputAuto}
 }
 
 // AddFlags adds the hpa-generator flags.
 func (o *HPAGeneratorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentSyncs, "concurrent-hpa-generator-syncs", o.ConcurrentSyncs, "The number of LeaderWorkerSets whose HorizontalPodAutoscaler is synced concurrently.")
+	fs.StringVar(&o.Output, "hpa-generator-output", o.Output, "The kind of autoscaler the hpa-generator keeps for a LeaderWorkerSet's spec.scalePolicy: "+
+		"HorizontalPodAutoscaler (autoscaling/v2), FederatedHPA (autoscaling.karmada.io/v1alpha1, for a Karmada control plane), "+
+		"or Auto: FederatedHPA when the API server is a Karmada control plane (it serves policy.karmada.io PropagationPolicies or cluster.karmada.io Clusters), HorizontalPodAutoscaler otherwise, decided once at start-up. "+
+		"An autoscaler of the other kind that a LeaderWorkerSet controls is deleted.")
 }
 
 // Validate checks the hpa-generator options.
 func (o *HPAGeneratorOptions) Validate() []error {
+	var errs []error
 	if o.ConcurrentSyncs < 1 {
-		return []error{fmt.Errorf("--concurrent-hpa-generator-syncs must be at least 1, got %d", o.ConcurrentSyncs)}
+		errs = append(errs, fmt.Errorf("--concurrent-hpa-generator-syncs must be at least 1, got %d", o.ConcurrentSyncs))
 	}
-	return nil
+	switch o.Output {
+	case HPAGeneratorOutputAuto, HPAGeneratorOutputHorizontalPodAutoscaler, HPAGeneratorOutputFederatedHPA:
+	default:
+		errs = append(errs, fmt.Errorf("--hpa-generator-output must be %s, %s or %s, got %q",
+			HPAGeneratorOutputAuto, HPAGeneratorOutputHorizontalPodAutoscaler, HPAGeneratorOutputFederatedHPA, o.Output))
+	}
+	return errs
 }

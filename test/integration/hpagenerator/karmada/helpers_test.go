@@ -1,0 +1,249 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package karmada
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+const (
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedByValue = "scaleplane-hpa-generator"
+	waitTimeout    = 60 * time.Second
+)
+
+func cpuMetric(utilization int32) autoscalingv2.MetricSpec {
+	return autoscalingv2.MetricSpec{
+		Type: autoscalingv2.ResourceMetricSourceType,
+		Resource: &autoscalingv2.ResourceMetricSource{
+			Name:   corev1.ResourceCPU,
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(utilization)},
+		},
+	}
+}
+
+func leaderWorkerSet(ns, name string, policy *lwsv1.ScalePolicy) *lwsv1.LeaderWorkerSet {
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "main", Image: "registry.example/llm:1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+		}}},
+	}
+	return &lwsv1.LeaderWorkerSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: lwsv1.LeaderWorkerSetSpec{
+			Replicas:             ptr.To[int32](1),
+			LeaderWorkerTemplate: lwsv1.LeaderWorkerTemplate{Size: ptr.To[int32](2), WorkerTemplate: tmpl},
+			RolloutStrategy:      lwsv1.RolloutStrategy{Type: lwsv1.RollingUpdateStrategyType},
+			StartupPolicy:        lwsv1.LeaderCreatedStartupPolicy,
+			ScalePolicy:          policy,
+		},
+	}
+}
+
+func createLWS(t *testing.T, cp *framework.ControlPlane, lws *lwsv1.LeaderWorkerSet) *lwsv1.LeaderWorkerSet {
+	t.Helper()
+	created, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(lws.Namespace).Create(context.Background(), lws, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating LeaderWorkerSet %s: %v", lws.Name, err)
+	}
+	return created
+}
+
+// updateLWS applies change to the newest LeaderWorkerSet, retrying on conflict.
+func updateLWS(t *testing.T, cp *framework.ControlPlane, ns, name string, change func(*lwsv1.LeaderWorkerSet)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		lws, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(lws)
+		_, err = cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Update(ctx, lws, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("updating LeaderWorkerSet %s: %v", name, err)
+	}
+}
+
+// updateFHPA applies change to the newest FederatedHPA (its status too, with
+// status true), retrying on conflict.
+func updateFHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, status bool, change func(*autoscalingv1alpha1.FederatedHPA)) {
+	t.Helper()
+	client := cp.Client().AutoscalingV1alpha1().FederatedHPAs(ns)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		f, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(f)
+		if status {
+			_, err = client.UpdateStatus(ctx, f, metav1.UpdateOptions{})
+		} else {
+			_, err = client.Update(ctx, f, metav1.UpdateOptions{})
+		}
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("updating FederatedHPA %s: %v", name, err)
+	}
+}
+
+// waitFHPA polls the FederatedHPA until check returns "" and fails the test
+// with the last complaint otherwise.
+func waitFHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, check func(*autoscalingv1alpha1.FederatedHPA, error) string) *autoscalingv1alpha1.FederatedHPA {
+	t.Helper()
+	var last string
+	var f *autoscalingv1alpha1.FederatedHPA
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		f, err = cp.Client().AutoscalingV1alpha1().FederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
+		last = check(f, err)
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("FederatedHPA %s/%s: %s", ns, name, last)
+	}
+	return f
+}
+
+func fhpaGone(_ *autoscalingv1alpha1.FederatedHPA, err error) string {
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "still exists"
+}
+
+// generated checks the FederatedHPA the generator keeps for lws.
+func generated(lws *lwsv1.LeaderWorkerSet, min, max, cpu int32) func(*autoscalingv1alpha1.FederatedHPA, error) string {
+	return func(f *autoscalingv1alpha1.FederatedHPA, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		var problems []string
+		ref := f.Spec.ScaleTargetRef
+		if ref.APIVersion != "leaderworkerset.x-k8s.io/v1" || ref.Kind != "LeaderWorkerSet" || ref.Name != lws.Name {
+			problems = append(problems, fmt.Sprintf("scaleTargetRef %+v", ref))
+		}
+		if ptr.Deref(f.Spec.MinReplicas, 0) != min || f.Spec.MaxReplicas != max {
+			problems = append(problems, fmt.Sprintf("min/max %d/%d, want %d/%d", ptr.Deref(f.Spec.MinReplicas, 0), f.Spec.MaxReplicas, min, max))
+		}
+		if len(f.Spec.Metrics) != 1 || f.Spec.Metrics[0].Resource == nil || ptr.Deref(f.Spec.Metrics[0].Resource.Target.AverageUtilization, 0) != cpu {
+			problems = append(problems, fmt.Sprintf("metrics %+v, want cpu %d%%", f.Spec.Metrics, cpu))
+		}
+		if f.Labels[managedByLabel] != managedByValue {
+			problems = append(problems, fmt.Sprintf("label %s=%q", managedByLabel, f.Labels[managedByLabel]))
+		}
+		owner := metav1.GetControllerOf(f)
+		if owner == nil || owner.UID != lws.UID || owner.Kind != "LeaderWorkerSet" || !ptr.Deref(owner.BlockOwnerDeletion, false) {
+			problems = append(problems, fmt.Sprintf("controller %+v, want the LeaderWorkerSet %s", owner, lws.UID))
+		}
+		return strings.Join(problems, "; ")
+	}
+}
+
+func hpaExists(t *testing.T, cp *framework.ControlPlane, ns, name string) bool {
+	t.Helper()
+	_, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// metric reads a metric of the manager, summed over the series that carry
+// every one of labels; 0 when there is none.
+func metric(t *testing.T, m *framework.Manager, name string, labels ...string) float64 {
+	t.Helper()
+	v, _, err := m.Metric(name, labels...)
+	if err != nil {
+		t.Fatalf("reading %s: %v", name, err)
+	}
+	return v
+}
+
+// waitIdle waits until the generator has finished every sync it was asked
+// for (finished syncs, read first, equal added keys).
+func waitIdle(t *testing.T, m *framework.Manager) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		done, ok1, err := m.Metric("workqueue_work_duration_seconds_count", `name="hpa_generator"`)
+		if err != nil {
+			return false, err
+		}
+		adds, ok2, err := m.Metric("workqueue_adds_total", `name="hpa_generator"`)
+		if err != nil {
+			return false, err
+		}
+		return ok1 && ok2 && done == adds, nil
+	})
+	if err != nil {
+		t.Fatalf("the hpa-generator did not finish its syncs: %v", err)
+	}
+}
+
+// waitLog waits for a line of the manager's log holding every one of want.
+func waitLog(t *testing.T, m *framework.Manager, want ...string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		data, err := os.ReadFile(m.LogPath())
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no line with %q in the manager's log: %v", want, err)
+	}
+}
