@@ -76,6 +76,8 @@ type writerLog struct {
 type seenWrite struct {
 	resourceVersion string
 	manager         string
+	// at is the time of the write (managedFields keep seconds).
+	at time.Time
 }
 
 func newStatusWriters() *statusWriters {
@@ -107,14 +109,25 @@ func (w *statusWriters) saw(key cache.ObjectName, obj *autoscalingv1alpha1.CronF
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
-	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: statusManager(obj)})
+	manager, at := newestStatusWrite(obj)
+	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: manager, at: at})
 }
 
 // others returns the writers of the seen changes this process did not make,
 // and forgets what it compared. A sync calls it holding the object's lock,
 // which every status write of the object holds too: a write of this process
 // whose change the informer showed has returned, and is in own.
-func (w *statusWriters) others(key cache.ObjectName) []string {
+//
+// A write by the cron-scaler's own field manager made before this process
+// started (started) is its predecessor's, not a second controller's: a new
+// leader's first list may be older than the last status write of the leader
+// before it (client-go lists from the apiserver's watch cache), and the
+// watch then delivers that write as a change this process did not make
+// (issue 26, case 5). managedFields keep seconds: a write in the second this
+// process started counts as the predecessor's, so a second scaleplane is
+// reported from its first write after that second (at its next slot at the
+// latest).
+func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.objects[key]
@@ -125,6 +138,9 @@ func (w *statusWriters) others(key cache.ObjectName) []string {
 	for _, s := range l.seen {
 		if i := slices.Index(l.own, s.resourceVersion); i >= 0 {
 			l.own = slices.Delete(l.own, i, i+1)
+			continue
+		}
+		if s.manager == FieldManager && !s.at.IsZero() && !s.at.After(started.Truncate(time.Second)) {
 			continue
 		}
 		if !slices.Contains(out, s.manager) {
@@ -162,9 +178,9 @@ func (w *statusWriters) forget(key cache.ObjectName) {
 	delete(w.objects, key)
 }
 
-// statusManager is the field manager of the object's newest status write,
-// as its managedFields say; "unknown" without them.
-func statusManager(obj *autoscalingv1alpha1.CronFederatedHPA) string {
+// newestStatusWrite is the manager and time of the object's newest status
+// write, as its managedFields say; "unknown" and zero without them.
+func newestStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) (string, time.Time) {
 	manager := "unknown"
 	var newest time.Time
 	for _, f := range obj.ManagedFields {
@@ -175,14 +191,14 @@ func statusManager(obj *autoscalingv1alpha1.CronFederatedHPA) string {
 			manager, newest = f.Manager, f.Time.Time
 		}
 	}
-	return manager
+	return manager, newest
 }
 
 // reportOtherWriters reports the status writes of the object that this
 // process did not make (see statusWriters).
 func (c *Controller) reportOtherWriters(logger klog.Logger, obj *autoscalingv1alpha1.CronFederatedHPA) {
 	key := cache.MetaObjectToName(obj)
-	for _, manager := range c.writers.others(key) {
+	for _, manager := range c.writers.others(key, c.started) {
 		foreignStatusWrites.WithLabelValues(manager).Inc()
 		if !c.writers.shouldReport(key, manager, c.clock.Now()) {
 			continue

@@ -136,3 +136,57 @@ func (w *statusWriters) size() int {
 	defer w.mu.Unlock()
 	return len(w.objects)
 }
+
+// Issue 26, case 5: a new leader whose first list is older than its
+// predecessor's last status write sees that write come in by the watch. The
+// predecessor is the same field manager and wrote before this process
+// started: it is not a second controller, and is not reported as one.
+func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 08:00:00.100"), "c") // the predecessor applies and records 08:00
+	h.clock.SetTime(utc("2024-05-01 08:00:01"))
+	h.newController()
+	// The new leader's first list missed the predecessor's last status
+	// write; the watch delivers it.
+	if err := h.indexer.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	counted := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
+		return v
+	}
+	start := counted()
+	h.syncAt(utc("2024-05-01 08:00:02"), "c")
+	for _, e := range h.events() {
+		if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+			t.Errorf("the predecessor's status write reported as another controller's: %q", e)
+		}
+	}
+	if got := counted() - start; got != 0 {
+		t.Errorf("foreign status writes counted %v; want 0", got)
+	}
+}
+
+// A second scaleplane (the same field manager, a Lease of its own) writing
+// after this process started is still reported.
+func TestSecondScaleplaneIsReported(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-05-01 07:00:01"), "c")
+	h.clock.SetTime(utc("2024-05-01 08:00:00.300"))
+	h.writeStatusAs(FieldManager, "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+		o.Status.ExecutionHistories[0].SuccessfulExecutions = []autoscalingv1alpha1.SuccessfulExecution{{
+			ScheduleTime: metaTime(utc("2024-05-01 08:00:00")), ExecutionTime: metaTime(utc("2024-05-01 08:00:00")),
+		}}
+	})
+	h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
+	h.expectEvent("Warning ManagedByAnotherController Status was written by " + FieldManager + " from another process")
+}
