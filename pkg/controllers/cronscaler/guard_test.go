@@ -17,10 +17,16 @@ limitations under the License.
 package cronscaler
 
 import (
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -189,4 +195,72 @@ func TestSecondScaleplaneIsReported(t *testing.T) {
 	})
 	h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
 	h.expectEvent("Warning ManagedByAnotherController Status was written by " + FieldManager + " from another process")
+}
+
+// loseStatusWriteAnswers makes the next n status writes commit and then
+// fail with err, as a write whose answer is lost does (an etcd timeout after
+// the commit, a connection reset on the way back).
+func (h *harness) loseStatusWriteAnswers(n int, err error) {
+	h.client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" || n == 0 {
+			return false, nil, nil
+		}
+		n--
+		if _, _, commitErr := h.updateLikeAPIServer(action); commitErr != nil {
+			return true, nil, commitErr
+		}
+		return true, nil, err
+	})
+}
+
+// Issue 26, case 6: a status write that commits but whose answer is lost
+// is this process's own write when the watch delivers it, not another
+// controller's; and the firing it records is applied and recorded once.
+func TestStatusWriteWithLostAnswerIsOwn(t *testing.T) {
+	for name, lost := range map[string]error{
+		"etcd timeout":     apierrors.NewInternalError(errEtcdTimeout),
+		"connection reset": &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+			h.scales.set("deployments", "web", 1)
+			before := h.get("c")
+			h.syncAt(utc("2024-05-01 07:00:00"), "c")
+			h.c.onUpdate(h.ctx, before, h.get("c"))
+			h.syncAt(utc("2024-05-01 07:00:01"), "c")
+
+			h.loseStatusWriteAnswers(1, lost)
+			before = h.get("c")
+			if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err == nil {
+				t.Fatal("the status write whose answer was lost did not fail")
+			}
+			// The watch delivers the write that committed.
+			h.refresh()
+			h.c.onUpdate(h.ctx, before, h.get("c"))
+			counted := func() float64 {
+				v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
+				return v
+			}
+			start := counted()
+			h.syncAt(utc("2024-05-01 08:00:01"), "c")
+			h.drainRecords()
+			for _, e := range h.events() {
+				if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+					t.Errorf("the process's own write reported as another controller's: %q", e)
+				}
+			}
+			if got := counted() - start; got != 0 {
+				t.Errorf("foreign status writes counted %v; want 0", got)
+			}
+			if n := h.scales.updateCount(); n != 1 {
+				t.Errorf("%d target writes; want 1", n)
+			}
+			if n := h.c.writers.size(); n != 0 {
+				t.Errorf("the writers hold %d objects once the lost write was seen; want 0", n)
+			}
+			if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+				t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
+			}
+		})
+	}
 }

@@ -168,6 +168,27 @@ func isUnreachable(err error) bool {
 		utilnet.IsHTTP2ConnectionLost(err) || strings.Contains(err.Error(), "TLS handshake timeout")
 }
 
+// mayHaveCommitted reports whether a write that failed with err may have
+// been stored all the same: the apiserver answered with a server error (an
+// etcd timeout after the commit, a 504), or the connection broke after the
+// request was sent (reset, EOF, a timeout). An answer that rejects the
+// request (4xx), a connection that could not be made, and a refused one
+// mean it was not stored.
+func mayHaveCommitted(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code >= 500
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return false
+	}
+	return !utilnet.IsConnectionRefused(err)
+}
+
 // apply writes v to the target and returns the error with a reason a user
 // can act on. Conflicts are retried with a fresh read; a write that would
 // change nothing is skipped. inherited, when set, is the scheduled time of
