@@ -280,3 +280,41 @@ func TestEmptyTimeZoneIsUTC(t *testing.T) {
 		t.Errorf("timeZone absent: next = %v; want 08:00 in the process's zone (15:00 UTC)", got)
 	}
 }
+
+// Issue 26, case 1: a weekday rule is widened to every day while the
+// controller is down. Its old nextExecutionTime (Monday 08:00) is a slot of
+// the new schedule too, but it was planned under the old one: the first
+// slot of the new schedule after the edit (Saturday 08:00) is missed (a
+// later one came before the controller), and the latest, Sunday 08:00, runs
+// when the controller comes back on Sunday at 09:00.
+func TestScheduleWidenedWhileDown(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-03 07:00:00"), cron("c", rule("r", "0 8 * * 1-5", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-03 07:00:00"), "c")
+		h.syncAt(utc("2024-05-03 08:00:00.100"), "c") // Friday
+		if got := timeOf(h.history("c", "r").NextExecutionTime); !got.Equal(utc("2024-05-06 08:00:00")) {
+			t.Fatalf("next = %v; want Monday 08:00", got)
+		}
+		h.scales.set("deployments", "web", 1)
+		// Down from Friday 09:00; the edit is made on Friday at 12:00.
+		h.clock.SetTime(utc("2024-05-03 12:00:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Schedule = "0 8 * * *" })
+		h.clock.SetTime(utc("2024-05-05 09:00:00"))
+		h.newController()
+		h.syncAt(utc("2024-05-05 09:00:00"), "c")
+		if got := h.scales.get("deployments", "web"); got != 10 {
+			t.Errorf("replicas = %d; want 10: Sunday 08:00 runs", got)
+		}
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 2 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-05 08:00:00")) {
+			t.Errorf("successful executions %+v; want Sunday 08:00 newest", hist.SuccessfulExecutions)
+		}
+		if len(hist.FailedExecutions) != 1 || !hist.FailedExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-04 08:00:00")) {
+			t.Errorf("failed executions %+v; want Saturday 08:00 missed", hist.FailedExecutions)
+		}
+		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-06 08:00:00")) {
+			t.Errorf("next = %v; want Monday 08:00", got)
+		}
+	})
+}

@@ -135,7 +135,9 @@ type planFrom struct {
 // before the plan is replayed. The floor is:
 //   - after a change the event handlers saw (target changed, rule added,
 //     resumed or rescheduled): the first scheduled time after it;
-//   - nextExecutionTime, when it is a scheduled time of the current schedule;
+//   - nextExecutionTime, when it is a scheduled time of the current schedule,
+//     or the first scheduled time after the object was last changed if that
+//     is earlier (the schedule was widened while the controller was down);
 //   - for a rule without history, the first scheduled time after it came to
 //     exist (see ruleStart), so a scheduled time that passed while the
 //     controller was down is still run, as the CronJob controller does;
@@ -170,6 +172,21 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 		floor = sched.Next(from.replan)
 	case planned != nil && sched.Prev(planned.Time).Equal(planned.Time):
 		floor = planned.Time
+		// A slot of the current schedule, but perhaps planned under an
+		// older one: a schedule widened while the controller was down
+		// (weekdays to every day) keeps its old plan (Monday) a slot, and
+		// the new slots after the edit (Saturday, Sunday) came before it
+		// (issue 26, case 1). So the floor is the earlier of the plan
+		// and the first slot after the last change. A plan made after
+		// that change under this schedule skips no slot since the change
+		// that it did not handle (lastHandled bounds the floor below), so
+		// this replays nothing; an unrelated later change (a label) only
+		// moves the second later, and the plan then wins.
+		if !from.edited.IsZero() {
+			if e := sched.Next(from.edited); e.Before(floor) {
+				floor = e
+			}
+		}
 	case !from.start.IsZero():
 		// Like the CronJob controller: the first scheduled time after the
 		// rule came to exist.
