@@ -318,3 +318,35 @@ func TestScheduleWidenedWhileDown(t *testing.T) {
 		}
 	})
 }
+
+// Issue 26, case 2: scaleTargetRef changes while the controller is down
+// across a slot. The 08:00 slot came before the change (made at 08:05): it
+// belongs to the old target, and is not applied to the new one when the
+// controller comes back at 08:10; the rule is planned from the change.
+func TestTargetChangedWhileDownAcrossASlot(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:55:00"), cron("c", rule("r", "0 8 * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.scales.set("deployments", "api", 1)
+		h.syncAt(utc("2024-05-01 07:55:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 08:05:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.ScaleTargetRef.Name = "api" })
+		h.clock.SetTime(utc("2024-05-01 08:10:00"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:10:00"), "c")
+		if got := h.scales.get("deployments", "api"); got != 1 {
+			t.Errorf("api replicas = %d; the 08:00 slot of web was applied to api", got)
+		}
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 0 {
+			t.Errorf("successful executions %+v; want none", hist.SuccessfulExecutions)
+		}
+		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
+			t.Errorf("next = %v; want tomorrow 08:00", got)
+		}
+		h.syncAt(utc("2024-05-02 08:00:00.100"), "c")
+		if got := h.scales.get("deployments", "api"); got != 10 {
+			t.Errorf("api replicas = %d; want 10 from the next slot", got)
+		}
+	})
+}

@@ -122,6 +122,14 @@ type planFrom struct {
 	// the history holds that the current spec invalidates was changed then
 	// or before, while the controller was not watching.
 	edited time.Time
+	// unwatched is edited when the change was made before this process
+	// started. A slot before it that no controller ran is not run: it
+	// belongs to the object as it was before the change, whose target or
+	// values may be other than now (a target changed while the controller
+	// was down, issue 26, case 2), and nothing the API keeps says what
+	// changed. managedFields keep seconds: a change in the slot's second
+	// may have come after it, and counts as after it.
+	unwatched time.Time
 }
 
 // planRule decides whether the rule is due at now, and when it fires next.
@@ -148,6 +156,11 @@ type planFrom struct {
 //     An edit made while the controller was down is thus treated as a rule
 //     added while down: its slot since then runs. Without managed fields
 //     the time of the edit is unknown, and the rule is planned from now.
+//
+// A change made before this process started (while no controller watched,
+// or before this one took over) raises the floor to the first scheduled
+// time after it: a slot before the change belongs to the object as it was,
+// with perhaps another target or other values (see planFrom.unwatched).
 //
 // The latest scheduled time S <= now since the floor runs if it is at most
 // maxDelaySeconds late (unset: while it is the latest, i.e. until the next
@@ -193,6 +206,11 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 		floor = sched.Next(from.start)
 	case !from.edited.IsZero():
 		floor = sched.Next(from.edited)
+	}
+	if !floor.IsZero() && !from.unwatched.IsZero() {
+		if n := sched.Next(from.unwatched); n.After(floor) {
+			floor = n
+		}
 	}
 	p.history.NextExecutionTime = metaTime(sched.Next(now))
 	if floor.IsZero() {
