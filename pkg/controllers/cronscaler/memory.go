@@ -57,7 +57,7 @@ import (
 // value again, which is harmless.
 //
 // It also holds replan marks set by the event handlers (target changed, rule
-// added, resumed or rescheduled, with the time the change was seen) until a
+// added, resumed or rescheduled, with the time the change was made) until a
 // sync has planned from them, the
 // retries of firings that failed for a transient reason, and whether an
 // object was refused (duplicate rule names) at its current generation.
@@ -79,7 +79,8 @@ type objectMemory struct {
 	// cost a kilobyte each).
 	pending []autoscalingv1alpha1.ExecutionHistory
 	// replanAll and replan are when a change that invalidates the plan of
-	// every rule, or of the named ones, was seen; zero: none. replan and
+	// every rule, or of the named ones, was made (see changeMade); zero:
+	// none. replan and
 	// retries are nil while empty: most objects never need them.
 	replanAll time.Time
 	replan    map[string]time.Time
@@ -142,7 +143,7 @@ func (m *memory) forget(key cache.ObjectName) {
 }
 
 // markReplan asks the next sync to plan the named rules (all when all is
-// true) from the change seen at.
+// true) from the change made at.
 func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -350,3 +350,38 @@ func TestTargetChangedWhileDownAcrossASlot(t *testing.T) {
 		}
 	})
 }
+
+// Issue 26, case 3: an edit made just before a slot and delivered by the
+// watch just after it. The rule is planned from when the edit was made
+// (its managedFields time), not from when it was seen, so the first slot of
+// the new schedule runs. managedFields keep seconds: an edit in the slot's
+// own second may have been made after the slot, and the slot is not the new
+// plan's.
+func TestEditMadeBeforeASlotSeenAfterIt(t *testing.T) {
+	for _, tc := range []struct {
+		made string
+		runs bool
+	}{
+		{made: "2024-05-01 07:59:59.500", runs: true},
+		{made: "2024-05-01 08:00:00.300", runs: false},
+	} {
+		t.Run(tc.made, func(t *testing.T) {
+			h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 9 * * *", 10)))
+			h.scales.set("deployments", "web", 1)
+			h.syncAt(utc("2024-05-01 07:00:00"), "c")
+			old := h.get("c")
+			h.clock.SetTime(utc(tc.made))
+			updated := h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Schedule = "0 8 * * *" })
+			// The watch delivers the edit at 08:00:00.800.
+			h.clock.SetTime(utc("2024-05-01 08:00:00.800"))
+			h.c.onUpdate(h.ctx, old, updated)
+			h.syncAt(utc("2024-05-01 08:00:00.900"), "c")
+			if got, want := h.scales.get("deployments", "web") == 10, tc.runs; got != want {
+				t.Errorf("08:00 applied: %v; want %v", got, want)
+			}
+			if got := timeOf(h.history("c", "r").NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
+				t.Errorf("next = %v; want tomorrow 08:00", got)
+			}
+		})
+	}
+}

@@ -115,8 +115,9 @@ type rulePlan struct {
 type planFrom struct {
 	// start is when a rule without history came to exist (see ruleStart).
 	start time.Time
-	// replan is when the event handlers saw a change that invalidates the
-	// rule's plan (target changed, rule added, resumed or rescheduled).
+	// replan is when a change the event handlers saw that invalidates the
+	// rule's plan (target changed, rule added, resumed or rescheduled) was
+	// made (see changeMade).
 	replan time.Time
 	// edited is the last change of the object (see lastSpecChange): a plan
 	// the history holds that the current spec invalidates was changed then
@@ -142,7 +143,7 @@ type planFrom struct {
 // the floor of the plan, so nothing is ever run twice and nothing from
 // before the plan is replayed. The floor is:
 //   - after a change the event handlers saw (target changed, rule added,
-//     resumed or rescheduled): the first scheduled time after it;
+//     resumed or rescheduled): the first scheduled time after it was made;
 //   - nextExecutionTime, when it is a scheduled time of the current schedule,
 //     or the first scheduled time after the object was last changed if that
 //     is earlier (the schedule was widened while the controller was down);

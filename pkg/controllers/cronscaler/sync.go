@@ -214,7 +214,8 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 
 // plan plans every rule of the object from base, its status as this sync
 // found it (see memory.base). replanAll and replan are when a change seen by
-// the event handlers invalidated the plan of every rule or of the named ones.
+// the event handlers that invalidated the plan of every rule or of the named
+// ones was made.
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
