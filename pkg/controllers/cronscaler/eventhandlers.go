@@ -35,6 +35,7 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 		return
 	}
 	c.counts.add(len(cron.Spec.Rules))
+	c.targets.add(cron, 1)
 	c.queue.Add(cache.MetaObjectToName(cron))
 }
 
@@ -58,6 +59,8 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 	}
 	key := cache.MetaObjectToName(newCron)
 	c.counts.update(len(oldCron.Spec.Rules), len(newCron.Spec.Rules))
+	c.targets.add(oldCron, -1)
+	c.targets.add(newCron, 1)
 	if oldCron.UID == newCron.UID && !sameStatus(oldCron.Status, newCron.Status) {
 		c.writers.saw(key, newCron)
 	}
@@ -122,6 +125,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	}
 	key := cache.MetaObjectToName(cron)
 	c.counts.remove(len(cron.Spec.Rules))
+	c.targets.add(cron, -1)
 	c.memory.forget(key)
 	c.deferred.forget(key)
 	c.writers.forget(key)
