@@ -385,3 +385,28 @@ func TestEditMadeBeforeASlotSeenAfterIt(t *testing.T) {
 		})
 	}
 }
+
+// The plan in status stands when it was written after the object's last
+// change: a failure that failedHistoryLimit 0 does not keep (on Karmada's
+// schema nothing else records it) is not tried again after a restart
+// because of an older, unrelated edit (a label).
+func TestPlanWrittenAfterTheLastChangeStands(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		r := rule("r", "0 8 * * *", 10)
+		r.FailedHistoryLimit = ptr.To[int32](0)
+		h := newHarnessOn(t, crd, utc("2024-05-01 06:00:00"), cron("c", r)) // no Deployment web: the firing fails
+		h.syncAt(utc("2024-05-01 06:00:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 07:00:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Labels = map[string]string{"team": "web"} })
+		h.syncAt(utc("2024-05-01 08:00:00.100"), "c")
+		if events := h.events(); len(events) != 1 || !strings.HasPrefix(events[0], "Warning ScaleFailed") {
+			t.Fatalf("events %q; want one ScaleFailed", events)
+		}
+		h.clock.SetTime(utc("2024-05-01 08:00:30"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:00:30"), "c")
+		if events := h.events(); len(events) != 0 {
+			t.Errorf("events %q after the restart; want none: 08:00 was handled", events)
+		}
+	})
+}

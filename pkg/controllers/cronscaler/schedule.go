@@ -123,8 +123,15 @@ type planFrom struct {
 	// the history holds that the current spec invalidates was changed then
 	// or before, while the controller was not watching.
 	edited time.Time
-	// unwatched is edited when the change was made before this process
-	// started. A slot before it that no controller ran is not run: it
+	// stale says that the last change came after the last status write
+	// (both as managedFields time them, in seconds; the same second counts
+	// as after): the plan in status may have been made for the object as
+	// it was before the change. A status write after a change was planned
+	// for the changed object, since it is made with the resourceVersion its
+	// sync read, and a change in between would have made it conflict.
+	stale bool
+	// unwatched is edited when the change is stale and was made before
+	// this process started. A slot before it that no controller ran is not run: it
 	// belongs to the object as it was before the change, whose target or
 	// values may be other than now (a target changed while the controller
 	// was down, issue 26, case 2), and nothing the API keeps says what
@@ -190,13 +197,14 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 		// older one: a schedule widened while the controller was down
 		// (weekdays to every day) keeps its old plan (Monday) a slot, and
 		// the new slots after the edit (Saturday, Sunday) came before it
-		// (issue 26, case 1). So the floor is the earlier of the plan
-		// and the first slot after the last change. A plan made after
-		// that change under this schedule skips no slot since the change
-		// that it did not handle (lastHandled bounds the floor below), so
-		// this replays nothing; an unrelated later change (a label) only
-		// moves the second later, and the plan then wins.
-		if !from.edited.IsZero() {
+		// (issue 26, case 1). So when the change came after the plan
+		// (stale), the floor is the earlier of the plan and the first
+		// slot after the change; lastHandled still bounds it below, so
+		// nothing handled is replayed. A plan written after the change
+		// is the changed object's, and stands: it may skip a slot on
+		// purpose (a failure that failedHistoryLimit 0 did not keep on
+		// Karmada's schema is remembered only by it).
+		if from.stale && !from.edited.IsZero() {
 			if e := sched.Next(from.edited); e.Before(floor) {
 				floor = e
 			}

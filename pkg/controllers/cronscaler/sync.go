@@ -219,18 +219,20 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
-	// A change made before this process started was not watched by it: it
-	// may have been of the target or the values, and nothing the API keeps
-	// says which (see planFrom.unwatched).
+	_, statusWritten := newestStatusWrite(obj)
+	stale := !changed.IsZero() && !changed.Before(statusWritten)
+	// A change made after the last status write and before this process
+	// started was not watched by it: it may have been of the target or the
+	// values, and nothing the API keeps says which (see planFrom.unwatched).
 	var unwatched time.Time
-	if !changed.After(c.started) {
+	if stale && !changed.After(c.started) {
 		unwatched = changed
 	}
 	for i := range obj.Spec.Rules {
 		rule := &obj.Spec.Rules[i]
 		sched, err := c.schedules.get(rule)
 		history, found := findHistory(base, rule.Name)
-		from := planFrom{replan: replanAll, edited: changed, unwatched: unwatched}
+		from := planFrom{replan: replanAll, edited: changed, stale: stale, unwatched: unwatched}
 		if r := replan[rule.Name]; r.After(from.replan) {
 			from.replan = r
 		}
