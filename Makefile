@@ -9,12 +9,13 @@ GO ?= go
 .PHONY: all
 all: build
 
-## build: build scaleplane-controller-manager and scaleplane-webhook into _output/bin
+## build: build scaleplane-controller-manager, scaleplane-webhook and the kubectl plugin kubectl-scaleplane into _output/bin
 .PHONY: build
 build:
 	@mkdir -p $(BIN_DIR)
 	$(GO) build -o $(BIN_DIR)/scaleplane-controller-manager ./cmd/controller-manager
 	$(GO) build -o $(BIN_DIR)/scaleplane-webhook ./cmd/webhook
+	$(GO) build -o $(BIN_DIR)/kubectl-scaleplane ./cmd/kubectl-scaleplane
 
 ## tools: install what a fresh machine lacks (etcd, kube-apiserver, controller-gen, ...) into _output/bin
 .PHONY: tools
