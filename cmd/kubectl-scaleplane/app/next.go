@@ -18,8 +18,8 @@ package app
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,11 +67,11 @@ type FiringList struct {
 // Firing is one upcoming (or overdue) firing of a rule, or a rule that does
 // not fire (suspended, invalid) with no time.
 type Firing struct {
-	Namespace        string      `json:"namespace"`
-	CronFederatedHPA string      `json:"cronFederatedHPA"`
-	Rule             string      `json:"rule"`
-	Target           TargetRef   `json:"target"`
-	Schedule         string      `json:"schedule"`
+	Namespace        string    `json:"namespace"`
+	CronFederatedHPA string    `json:"cronFederatedHPA"`
+	Rule             string    `json:"rule"`
+	Target           TargetRef `json:"target"`
+	Schedule         string    `json:"schedule"`
 	// TimeZone is the zone the schedule is read in: the rule's timeZone,
 	// UTC for "", or the controller's zone (ControllerTimeZone) when unset.
 	TimeZone           string `json:"timeZone"`
