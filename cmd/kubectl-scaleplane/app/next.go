@@ -95,7 +95,7 @@ type Firing struct {
 
 // TargetRef is a rule's scaleTargetRef.
 type TargetRef struct {
-	APIVersion string `json:"apiVersion"`
+	APIVersion string `json:"apiVersion,omitempty"`
 	Kind       string `json:"kind"`
 	Name       string `json:"name"`
 }
