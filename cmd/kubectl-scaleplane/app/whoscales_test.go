@@ -120,7 +120,7 @@ func TestExplainAddonResizerPending(t *testing.T) {
 	ar := resizer("api-a", "api", scaleplanev1alpha1.AddonResizerStatus{
 		ClusterSize:   ptr.To[int32](20),
 		PendingResize: &scaleplanev1alpha1.PendingResize{Direction: scaleplanev1alpha1.ResizeUp, Since: metav1.NewTime(now.Add(-5 * time.Minute))},
-		Conditions: []metav1.Condition{{Type: scaleplanev1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "Postponed", Message: "scale-up held until 2026-11-27T08:05:00Z"}},
+		Conditions:    []metav1.Condition{{Type: scaleplanev1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "Postponed", Message: "scale-up held until 2026-11-27T08:05:00Z"}},
 	})
 	kube := []runtime.Object{apiDeployment("40m", "88Mi")}
 	golden(t, "explain-pending.txt", run(t, now, kube, []runtime.Object{ar}, "explain", "addonresizer", "api-a"))
