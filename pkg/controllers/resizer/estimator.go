@@ -50,7 +50,3 @@ func bucket(size, minClusterSize int64) int64 { return resizeestimate.Bucket(siz
 func linear(r scaleplanev1alpha1.ResourceScaling, units int64) resource.Quantity {
 	return resizeestimate.Linear(r, units)
 }
-
-func scaledValue(name corev1.ResourceName, q resource.Quantity) int64 {
-	return resizeestimate.ScaledValue(name, q)
-}
