@@ -56,10 +56,11 @@ HOST_IMAGE_PLATFORM = linux/$(shell $(GO) env GOARCH)
 test-unit:
 	hack/test-unit.sh
 
-# The integration tests need only these of the tools (and the scaleplane
-# binaries, which some of them run); building just them keeps a cold
-# `make test` (CI) well inside its time budget.
-TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server
+# The tests need only these of the tools (and the scaleplane binaries, which
+# some of them run): the integration tests the control plane, helm and kwok;
+# the unit tests promtool (the chart's alerting rules). Building just them
+# keeps a cold `make test` (CI) inside its time budget.
+TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server promtool
 
 ## test-integration: tests against a real etcd + kube-apiserver
 .PHONY: test-integration
