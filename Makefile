@@ -9,12 +9,13 @@ GO ?= go
 .PHONY: all
 all: build
 
-## build: build scaleplane-controller-manager and scaleplane-webhook into _output/bin
+## build: build scaleplane-controller-manager, scaleplane-webhook and the kubectl plugin kubectl-scaleplane into _output/bin
 .PHONY: build
 build:
 	@mkdir -p $(BIN_DIR)
 	$(GO) build -o $(BIN_DIR)/scaleplane-controller-manager ./cmd/controller-manager
 	$(GO) build -o $(BIN_DIR)/scaleplane-webhook ./cmd/webhook
+	$(GO) build -o $(BIN_DIR)/kubectl-scaleplane ./cmd/kubectl-scaleplane
 
 ## tools: install what a fresh machine lacks (etcd, kube-apiserver, controller-gen, ...) into _output/bin
 .PHONY: tools
@@ -55,10 +56,11 @@ HOST_IMAGE_PLATFORM = linux/$(shell $(GO) env GOARCH)
 test-unit:
 	hack/test-unit.sh
 
-# The integration tests need only these of the tools (and the scaleplane
-# binaries, which some of them run); building just them keeps a cold
-# `make test` (CI) well inside its time budget.
-TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server
+# The tests need only these of the tools (and the scaleplane binaries, which
+# some of them run): the integration tests the control plane, helm and kwok;
+# the unit tests promtool (the chart's alerting rules). Building just them
+# keeps a cold `make test` (CI) inside its time budget.
+TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server promtool
 
 ## test-integration: tests against a real etcd + kube-apiserver
 .PHONY: test-integration

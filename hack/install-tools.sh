@@ -31,6 +31,7 @@ TOOLS=(
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
   "metrics-server|metrics-server|sigs.k8s.io/metrics-server/cmd/metrics-server"
   "helm|helm|helm.sh/helm/v3/cmd/helm"
+  "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
   "imagetool|images|."
 )
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs scaleplane's unit tests: every package under cmd/ and pkg/, and the
-# benchmarks' helpers under test/bench/internal. They use
+# Runs scaleplane's unit tests: every package under cmd/ and pkg/, the
+# benchmarks' helpers under test/bench/internal, and promtool's tests of the
+# chart's alerting rules. They use
 # fake clientsets and fake clocks only; the integration tests against a real
 # apiserver are in test/integration and run by hack/test-integration.sh.
 #
@@ -35,6 +36,15 @@ fi
 
 scaleplane::log "unit tests: ${#packages[@]} packages ${race[*]}"
 go test "${race[@]}" -timeout=10m "$@" "${packages[@]}"
+
+# The chart's alerting rules: promtool checks them and runs their unit tests
+# (every alert fires in one case and stays quiet in another). promtool is
+# built from the version pinned in hack/tools/prometheus (a second or so when
+# it is up to date; `make test` builds it with the other test tools first).
+"${SCALEPLANE_ROOT}/hack/install-tools.sh" promtool
+scaleplane::log "promtool: check and test charts/scaleplane/files/prometheus-rules.yaml"
+"${SCALEPLANE_BIN_DIR}/promtool" check rules charts/scaleplane/files/prometheus-rules.yaml
+"${SCALEPLANE_BIN_DIR}/promtool" test rules test/prometheus/alerts_test.yaml
 
 # Webhook: a short fuzz run of the promise that every schedule the webhook
 # admits is one the cron-scaler runs, and that fires within four years. Only

@@ -31,6 +31,8 @@ for values in \
   "${KARMADA} --set webhook.enabled=false --set karmada.leaderWorkerSetInterpreter.enabled=true" \
   "${KARMADA} --set webhook.enabled=false --set controllerManager.enabled=true --set controllerManager.kubeconfig.secretName=karmada-kubeconfig --set controllerManager.kubeconfig.key=kubeconfig --set controllerManager.leaderElection.namespace=karmada-system" \
   "--set webhook.certManager.enabled=true" \
+  "--set monitoring.enabled=true" \
+  "--set monitoring.enabled=true --set webhook.enabled=false --set monitoring.labels.release=kps" \
   "--set webhook.existingSecret=my-cert --set webhook.caBundle=Zm9v" \
   "--set webhook.enabled=false --set controllerManager.extraScaleTargets[0].apiGroups[0]=example.com --set controllerManager.extraScaleTargets[0].resources[0]=myworkloads/scale"; do
   # shellcheck disable=SC2086

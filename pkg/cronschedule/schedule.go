@@ -194,6 +194,41 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 // Next returns the first firing strictly after after, or the zero time if
 // there is none.
 func (s *Schedule) Next(after time.Time) time.Time {
+	t, _ := s.next(after)
+	return t
+}
+
+// Firing is one firing of a schedule: the instant it runs at and the local
+// wall time the expression matched, which differ across a daylight-saving
+// change.
+type Firing struct {
+	// At is the instant of the firing (zero when there is none).
+	At time.Time
+	// Wall is the matched local wall time, as a time in UTC whose fields are
+	// the local fields.
+	Wall time.Time
+	// Skipped: Wall does not exist in the zone (spring forward); the firing
+	// runs at the first instant after the gap.
+	Skipped bool
+	// Repeated: Wall occurs twice in the zone (fall back); the firing runs
+	// once, at its first occurrence.
+	Repeated bool
+}
+
+// NextFiring is Next, with what the firing's wall time was and how a
+// daylight-saving change moved it. kubectl-scaleplane shows it, so the
+// preview is the controller's own computation.
+func (s *Schedule) NextFiring(after time.Time) Firing {
+	t, w := s.next(after)
+	if t.IsZero() {
+		return Firing{}
+	}
+	return Firing{At: t, Wall: w, Skipped: !wallClock(t, s.loc).Equal(w), Repeated: s.repeated(w, t)}
+}
+
+// next returns the first firing strictly after after and the wall time it
+// matched, or zero times if there is none.
+func (s *Schedule) next(after time.Time) (time.Time, time.Time) {
 	// Every wall time up to after's own wall time maps to an instant at or
 	// before after (first occurrences come first, and a gap's wall times map
 	// to the gap's end), so the search starts there. Wall times just after
@@ -203,13 +238,21 @@ func (s *Schedule) Next(after time.Time) time.Time {
 	for i := 0; i < 2*secondsPerDay; i++ {
 		var ok bool
 		if w, ok = s.nextWall(w); !ok {
-			return time.Time{}
+			return time.Time{}, time.Time{}
 		}
 		if t := s.instant(w); t.After(after) {
-			return t
+			return t, w
 		}
 	}
-	return time.Time{}
+	return time.Time{}, time.Time{}
+}
+
+// repeated tells whether the wall time w, first occurring at first, occurs
+// again later (a fall-back change within maxDSTShift).
+func (s *Schedule) repeated(w, first time.Time) bool {
+	_, offset := first.Add(maxDSTShift).In(s.loc).Zone()
+	again := time.Unix(w.Unix()-int64(offset), 0)
+	return again.After(first) && wallClock(again, s.loc).Equal(w)
 }
 
 // Prev returns the latest firing at or before t, or the zero time if there is

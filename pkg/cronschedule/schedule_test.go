@@ -497,3 +497,50 @@ func TestDayFieldsAgreeWithRobfigCron(t *testing.T) {
 		})
 	}
 }
+
+func TestNextFiringDaylightSaving(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, expr        string
+		after             time.Time
+		wantAt            time.Time
+		wantWall          string
+		skipped, repeated bool
+	}{
+		{
+			// 2026-03-29 02:30 does not exist in Berlin: clocks go 02:00 -> 03:00.
+			name: "gap", expr: "30 2 * * *",
+			after:  time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC),
+			wantAt: time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), wantWall: "2026-03-29 02:30", skipped: true,
+		},
+		{
+			// 2026-10-25 02:30 occurs twice: first at 00:30 UTC (CEST), again at 01:30 UTC.
+			name: "repeat", expr: "30 2 * * *",
+			after:  time.Date(2026, 10, 24, 12, 0, 0, 0, time.UTC),
+			wantAt: time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC), wantWall: "2026-10-25 02:30", repeated: true,
+		},
+		{
+			name: "ordinary", expr: "30 2 * * *",
+			after:  time.Date(2026, 10, 26, 0, 0, 0, 0, time.UTC),
+			wantAt: time.Date(2026, 10, 26, 1, 30, 0, 0, time.UTC), wantWall: "2026-10-26 02:30",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(tc.expr, berlin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := s.NextFiring(tc.after)
+			if !f.At.Equal(tc.wantAt) || f.Wall.Format("2006-01-02 15:04") != tc.wantWall || f.Skipped != tc.skipped || f.Repeated != tc.repeated {
+				t.Errorf("NextFiring(%v) = %+v; want at %v, wall %s, skipped %v, repeated %v", tc.after, f, tc.wantAt, tc.wantWall, tc.skipped, tc.repeated)
+			}
+			if next := s.Next(tc.after); !next.Equal(f.At) {
+				t.Errorf("Next(%v) = %v; NextFiring says %v", tc.after, next, f.At)
+			}
+		})
+	}
+}

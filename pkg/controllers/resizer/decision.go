@@ -18,7 +18,6 @@ package resizer
 
 import (
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 )
 
 // resourceChange sets one managed resource of the container to its
@@ -125,20 +125,8 @@ func raises(from *resource.Quantity, to resource.Quantity) bool {
 	return from == nil || to.Cmp(*from) > 0
 }
 
-// withinThreshold is Addon Resizer's band: q = actual / expected, truncated
-// to two decimals, must satisfy (100 - T)% <= q <= (100 + T)%. In integers:
-// floor(100 × actual / expected) within [100 - T, 100 + T], with actual and
-// expected in millicores (cpu) or bytes. An expected 0, where Addon Resizer
-// divided by zero, keeps only an actual 0.
 func withinThreshold(name corev1.ResourceName, actual, expected resource.Quantity, threshold int64) bool {
-	a, e := scaledValue(name, actual), scaledValue(name, expected)
-	if e == 0 {
-		return a == 0
-	}
-	// big.Int: 100 × a overflows int64 above 92 PB.
-	q := new(big.Int).Mul(big.NewInt(a), big.NewInt(100))
-	q.Quo(q, big.NewInt(e))
-	return q.Cmp(big.NewInt(100-threshold)) >= 0 && q.Cmp(big.NewInt(100+threshold)) <= 0
+	return resizeestimate.WithinThreshold(name, actual, expected, threshold)
 }
 
 // hold applies the delay of the change's direction. pending is the change

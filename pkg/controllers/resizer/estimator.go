@@ -17,12 +17,11 @@ limitations under the License.
 package resizer
 
 import (
-	"math"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 )
 
 // estimatedUnits returns the cluster size the estimate is computed for: the
@@ -32,32 +31,6 @@ func estimatedUnits(s settings, size int64) int64 {
 		return bucket(size, s.minClusterSize)
 	}
 	return size
-}
-
-// bucket returns the first bucket at least size of the sequence that starts
-// at minClusterSize and grows by half, truncated, as Addon Resizer computes
-// it (next = int(float64(b) * 1.5)): from 16, that is 16, 24, 36, 54, 81,
-// 121, ... Sizes up to minClusterSize, 0 included, get minClusterSize, as in
-// Addon Resizer. Where truncation would not grow the bucket (1 × 1.5 is 1),
-// the next bucket is one more, so the sequence always grows: from 1, that is
-// 1, 2, 3, 4, 6, 9, 13, ...
-func bucket(size, minClusterSize int64) int64 {
-	b := max(minClusterSize, 1)
-	for b < size {
-		if b > math.MaxInt64/3*2 {
-			// Only a nonsensical size gets here; do not overflow.
-			return size
-		}
-		// b + b/2 is floor(1.5 × b) in integers, the same as Addon Resizer's
-		// float truncation for every size a cluster can have, without the
-		// float.
-		next := b + b/2
-		if next <= b {
-			next = b + 1
-		}
-		b = next
-	}
-	return b
 }
 
 // estimate returns base + extraPerUnit × units for every managed resource,
@@ -70,34 +43,10 @@ func estimate(resources []scaleplanev1alpha1.ResourceScaling, units int64) corev
 	return out
 }
 
-// linear computes base + extraPerUnit × units exactly in resource.Quantity
-// arithmetic (which moves to arbitrary precision rather than overflow or
-// round), then rounds up once, at the end: cpu to whole millicores, other
-// resources to whole units (bytes). So 40m + 0.5m × 3 is 42m, where
-// rounding extraPerUnit first, as Addon Resizer's MilliValue did, would give
-// 43m. Zero stays zero: an estimate of 0 is valid.
+// The arithmetic lives in pkg/resizeestimate, which kubectl-scaleplane's
+// explain shares; these names keep the resizer's code as it reads.
+func bucket(size, minClusterSize int64) int64 { return resizeestimate.Bucket(size, minClusterSize) }
+
 func linear(r scaleplanev1alpha1.ResourceScaling, units int64) resource.Quantity {
-	e := r.Base.DeepCopy()
-	extra := r.ExtraPerUnit.DeepCopy()
-	extra.Mul(units)
-	e.Add(extra)
-	e.RoundUp(scaleOf(r.Name))
-	return e
-}
-
-// scaleOf is the precision a resource is estimated and compared at.
-func scaleOf(name corev1.ResourceName) resource.Scale {
-	if name == corev1.ResourceCPU {
-		return resource.Milli
-	}
-	return 0
-}
-
-// scaledValue returns q in the units of scaleOf(name), rounded up:
-// millicores for cpu, bytes otherwise.
-func scaledValue(name corev1.ResourceName, q resource.Quantity) int64 {
-	if name == corev1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
+	return resizeestimate.Linear(r, units)
 }

@@ -23,11 +23,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 )
 
 // defaultMinClusterSize is the first bucket of the Exponential estimator
 // when the spec does not say, as Addon Resizer's --minClusterSize.
-const defaultMinClusterSize = 16
+const defaultMinClusterSize = resizeestimate.DefaultMinClusterSize
 
 // settings is an AddonResizer's spec with its defaults applied. The CRD
 // defaults these fields on admission; applying them again here keeps the

@@ -92,6 +92,7 @@ func Binary(name string) (string, error) {
 var ownBinaries = map[string]string{
 	"scaleplane-controller-manager": "./cmd/controller-manager",
 	"scaleplane-webhook":            "./cmd/webhook",
+	"kubectl-scaleplane":            "./cmd/kubectl-scaleplane",
 }
 
 var (
