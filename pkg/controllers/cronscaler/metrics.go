@@ -106,5 +106,11 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(firingSkew, firings, missedFirings, watchedObjects, watchedRules, schemaFieldStored, droppedEvents, unrecordedStatuses, foreignStatusWrites, autoscalerConflicts)
+		// Every result is exported from the start, at zero: an alert on
+		// increase() sees no increase in a series whose first sample is
+		// already 1, so the first failed or missed firing would page no one.
+		for _, r := range []string{resultSuccess, resultFailed, resultMissed, resultSuperseded} {
+			firings.WithLabelValues(r).Add(0)
+		}
 	})
 }

@@ -87,6 +87,12 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(managedHPAs, managedFederatedHPAs, writes, refusals, conflicts, output)
+		// Both kinds are exported from the start, at zero, so that an alert
+		// on increase() sees the first conflict (a series that first appears
+		// at 1 shows no increase).
+		for _, k := range []string{conflictName, conflictTarget} {
+			conflicts.WithLabelValues(k).Add(0)
+		}
 	})
 }
 
