@@ -132,8 +132,11 @@ func (ip *inPlaceResizer) rollout(ar *scaleplanev1alpha1.AddonResizer, status *s
 // inPlaceView returns the target as the in-place decision sees it: its
 // container at the size the pods are held at (status.inPlace), where
 // status has one. The template keeps its own resources in InPlace mode, so
-// deciding against it would resize again at every sync. The result is a
-// copy: w is the cache's.
+// deciding against it would resize again at every sync. With setLimits
+// false the template's limit of a held request is left out: in place each
+// running pod's own limit binds, and each pod's size is capped at it
+// (inPlaceSize.forPod), whether it is lower than the template's or higher.
+// The result is a copy: w is the cache's.
 func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResizerStatus) *workload {
 	view := *w
 	view.template = w.template.DeepCopy()
@@ -148,6 +151,9 @@ func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResize
 				c.Resources.Requests = corev1.ResourceList{}
 			}
 			c.Resources.Requests[name] = q.DeepCopy()
+			if !s.setLimits {
+				delete(c.Resources.Limits, name)
+			}
 		}
 		if q, ok := held.Limits[name]; ok && s.setLimits {
 			if c.Resources.Limits == nil {

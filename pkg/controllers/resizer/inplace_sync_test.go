@@ -908,3 +908,41 @@ func TestInPlaceTransientKubeletErrorIsNotPermanent(t *testing.T) {
 	}
 	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "140m")
 }
+
+// TestInPlaceTemplateLimitDoesNotBindRunningPods: the other way round, an
+// OnDelete DaemonSet whose template limit was lowered below the estimate
+// while its running pods keep a higher limit of their own: in place, their
+// own limit binds, so they are sized to the estimate, not held at the
+// template's limit. A pod made from the template later has its limit, and
+// stops there.
+func TestInPlaceTemplateLimitDoesNotBindRunningPods(t *testing.T) {
+	running := resources("cpu=100m", "memory=100Mi", "limit:cpu=1", "limit:memory=1Gi")
+	template := resources("cpu=100m", "memory=100Mi", "limit:cpu=110m", "limit:memory=1Gi")
+	h := newHarness(t,
+		addonResizer("addon", withInPlace(), withSetLimits(false), withTarget(scaleplanev1alpha1.TargetKindDaemonSet, addonName)),
+		daemonSet(addonName, template), addonPod("addon-a", running),
+	)
+	h.podsFromClientset()
+	h.setNodes(2) // cpu estimate 120m: above the template's limit, below the pod's
+	h.kube.ClearActions()
+	h.syncAt(t0, "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
+		t.Fatalf("resized %v, want addon-a", got)
+	}
+	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
+	mustQuantity(t, h.get("addon").Status.InPlace.Resources.Requests, corev1.ResourceCPU, "120m")
+	if c := h.condition("addon", scaleplanev1alpha1.ConditionUpToDate); c == nil || c.Reason == reasonCappedAtLimit {
+		t.Errorf("UpToDate %+v: the template's limit held back a pod whose own limit allows the estimate", c)
+	}
+
+	// A pod made from the template has its limit, and stops there.
+	h.kubeletAnswers("apply", "addon-a")
+	h.check(h.kube.Tracker().Add(addonPod("addon-b", template)))
+	h.kube.ClearActions()
+	h.syncAt(t0.Add(time.Minute), "addon")
+	if got := h.podResizes(); strings.Join(got, ",") != "addon-b" {
+		t.Errorf("resized %v, want the new pod addon-b", got)
+	}
+	mustQuantity(t, h.podRequests("addon-b"), corev1.ResourceCPU, "110m")
+	h.expectCondition("addon", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit)
+}

@@ -47,8 +47,9 @@ func inPlaceWorkload(r corev1.ResourceRequirements) *workload {
 }
 
 // TestInPlaceView: the decision sees the template's container with the
-// held size over its managed resources; the template itself is not
-// touched, and unmanaged values are the template's.
+// held size over its managed resources, without the template's limits of
+// the held requests when limits are not set (each pod's own bind); the
+// template itself is not touched, and unmanaged values are the template's.
 func TestInPlaceView(t *testing.T) {
 	tmpl := corev1.ResourceRequirements{
 		Requests: quantities("cpu", "10m", "memory", "10Mi"),
@@ -62,8 +63,11 @@ func TestInPlaceView(t *testing.T) {
 	got := inPlaceView(w, s, status).container(containerName).Resources
 	want := corev1.ResourceRequirements{
 		Requests: quantities("cpu", "300m", "memory", "10Mi"),
-		// setLimits false: the cpu limit is the user's, from the template.
-		Limits: quantities("cpu", "1", "example.com/gpu", "1"),
+		// setLimits false: the limits are the user's, and in place each
+		// running pod's own binds, not the template's: the held cpu
+		// request's limit is left out (each pod is capped at its own).
+		// Unmanaged ones stay the template's.
+		Limits: quantities("example.com/gpu", "1"),
 	}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("view %v, want %v", got, want)

@@ -599,7 +599,9 @@ func resizePods(ctx context.Context, client kubernetes.Interface, rej *podMemory
 		case err == nil:
 			logger.V(2).Info("Resized pod in place", "pod", klog.KObj(a.pod), "node", a.pod.Spec.NodeName, "container", container)
 			rej.resized(key, a.pod.UID)
-			rej.wrote(key, resizePod(answer, container).(*corev1.Pod))
+			if answer != nil {
+				rej.wrote(key, resizePod(answer, container).(*corev1.Pod))
+			}
 			if !a.midResize {
 				inFlight++
 			}

@@ -52,6 +52,7 @@ const (
 	roomyNode      = "roomy"      // applies it
 	fullNode       = "full"       // PodResizePending, Deferred
 	tooSmallNode   = "small"      // PodResizePending, Infeasible
+	deadNode       = "dead"       // starts pods, then never answers (a kubelet that is down)
 	kubeletMessage = "emulated: " // prefix of the kubelet's messages
 )
 
@@ -110,7 +111,7 @@ func kubeletStatus(pod *corev1.Pod) (corev1.PodStatus, bool) {
 	// a resize included; the status's observedGeneration says which one
 	// was answered. Comparing resources instead would loop: the API server
 	// normalizes what the kubelet reports.
-	if status.ObservedGeneration == pod.Generation {
+	if status.ObservedGeneration == pod.Generation || strings.HasPrefix(pod.Spec.NodeName, deadNode) {
 		return status, false
 	}
 	status.ObservedGeneration = pod.Generation
@@ -537,5 +538,144 @@ func createNodeWithRoom(t *testing.T, cp *framework.ControlPlane, name string) {
 	node.Status.Capacity, node.Status.Allocatable = room, room.DeepCopy()
 	if _, err := cp.KubeClient().CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// setNodeReady writes the Ready condition of node name, as its kubelet
+// (status True) or the node lifecycle controller (False, Unknown) would.
+func setNodeReady(t *testing.T, cp *framework.ControlPlane, name string, status corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := cp.KubeClient().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := map[corev1.ConditionStatus]string{corev1.ConditionTrue: "KubeletReady", corev1.ConditionFalse: "KubeletNotReady", corev1.ConditionUnknown: "NodeStatusUnknown"}[status]
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, Reason: reason, Message: "emulated: " + reason,
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := cp.KubeClient().CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPodsRunning waits until n pods of app run with their resources
+// reported, so that a resizer created next sees them all at once.
+func waitPodsRunning(t *testing.T, cp *framework.ControlPlane, ns, app string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.KubeClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Resources != nil {
+				running++
+			}
+		}
+		return running == n, nil
+	})
+	if err != nil {
+		t.Fatalf("the %d pods of %s do not run: %v", n, app, err)
+	}
+}
+
+// TestInPlaceDaemonSetWithNotReadyNodes: a DaemonSet's pods on nodes that
+// are not Ready stay Running and accept a resize their kubelet never
+// answers. Two of them, resized first and then cut off with their nodes,
+// held both places of the pacing for good; now they hold none, the pods on
+// the Ready nodes are resized, and InPlaceResized says which pods wait for
+// which node.
+func TestInPlaceDaemonSetWithNotReadyNodes(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	framework.StartManager(t, cp.KubeconfigPath(), "resizer")
+	kubelet(t, cp, ns)
+	dead := []string{deadNode + "-" + ns + "-1", deadNode + "-" + ns + "-2"}
+	live := []string{roomyNode + "-" + ns + "-1", roomyNode + "-" + ns + "-2"}
+	for _, node := range append(append([]string{}, dead...), live...) {
+		createNodeWithRoom(t, cp, node)
+		setNodeReady(t, cp, node, corev1.ConditionTrue)
+	}
+	createDaemonSet(t, cp, ns, "agent")
+	// By name, the pods on the nodes about to die come first: the pacing
+	// sends them the first two resizes.
+	uids := map[string]types.UID{}
+	for i, node := range append(append([]string{}, dead...), live...) {
+		for name, uid := range createPods(t, cp, ns, "agent", node, i, 1, nil) {
+			uids[name] = uid
+		}
+	}
+	waitPodsRunning(t, cp, ns, "agent", 4)
+	createResizer(t, cp, inPlaceResizer(ns, "agent", scaleplanev1alpha1.TargetKindDaemonSet))
+
+	// agent-0 and agent-1 are resized; their kubelets never answer.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		resized := 0
+		for _, name := range []string{"agent-0", "agent-1"} {
+			p, err := cp.KubeClient().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("5m")) != 0 {
+				resized++
+			}
+		}
+		return resized == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("agent-0 and agent-1 were not resized first: %v; InPlaceResized: %s", err, inPlaceResizedOf(cp, ns, "agent"))
+	}
+	// Their nodes stop answering: the node lifecycle controller marks them.
+	setNodeReady(t, cp, dead[0], corev1.ConditionUnknown)
+	setNodeReady(t, cp, dead[1], corev1.ConditionFalse)
+
+	// The pods on the Ready nodes are resized, in place.
+	var last string
+	err = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := nodeCount(cp)(ctx)
+		if err != nil {
+			return false, err
+		}
+		wantCPU, wantMem := expected(n)
+		var off []string
+		for _, name := range []string{"agent-2", "agent-3"} {
+			p, err := cp.KubeClient().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if p.UID != uids[name] {
+				return false, fmt.Errorf("pod %s was recreated", name)
+			}
+			spec := p.Spec.Containers[0].Resources.Requests
+			var running corev1.ResourceList
+			if r := p.Status.ContainerStatuses[0].Resources; r != nil {
+				running = r.Requests
+			}
+			for _, l := range []corev1.ResourceList{spec, running} {
+				cpu, mem := l[corev1.ResourceCPU], l[corev1.ResourceMemory]
+				if cpu.Cmp(wantCPU) != 0 || mem.Cmp(wantMem) != 0 {
+					off = append(off, fmt.Sprintf("%s: spec %v, status %v", name, spec, running))
+					break
+				}
+			}
+		}
+		last = fmt.Sprintf("size %d; off: %s", n, strings.Join(off, "; "))
+		return len(off) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the pods on Ready nodes were not resized while two pods wait on nodes that are not Ready: %v; last: %s; InPlaceResized: %s", err, last, inPlaceResizedOf(cp, ns, "agent"))
+	}
+	ar := waitCondition(t, cp, ns, "agent", metav1.ConditionFalse, "NodeNotReady")
+	c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized)
+	for _, want := range []string{"agent-0", dead[0], "agent-1", dead[1]} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("InPlaceResized does not name %s: %s", want, c.Message)
+		}
+	}
+	if ar.Status.InPlace == nil || ar.Status.InPlace.Pods != 4 || ar.Status.InPlace.AtSize != 2 {
+		t.Errorf("status.inPlace %+v, want 4 pods, 2 at size", ar.Status.InPlace)
 	}
 }
