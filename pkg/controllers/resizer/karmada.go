@@ -322,6 +322,12 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
 		return result{outcome: outcomeError}
 	}
+	if inPlace(ar) {
+		msg := "updateMode InPlace cannot work on Karmada: the control plane runs no pods to resize, and the sizes reach the members through an OverridePolicy, as a rollout of each member's copy; use updateMode Rollout. The OverridePolicy, if any, is kept as it is"
+		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		return result{outcome: outcomeError}
+	}
 	w, err := c.cachedTarget(ar.Namespace, s.target)
 	if err != nil {
 		if !isGone(err) {

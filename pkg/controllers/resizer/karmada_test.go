@@ -194,18 +194,25 @@ func TestKarmadaSyncOnePolicyFollowsPlacement(t *testing.T) {
 	}
 }
 
-func TestKarmadaContainerProportionalRefused(t *testing.T) {
-	k := newKarmadaHarness(t)
-	_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar", withMode(scaleplanev1alpha1.ContainerProportional)), metav1.CreateOptions{})
-	k.check(err)
-	k.refresh()
-	k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
-	k.setPlacement("a")
-	k.sync(t0)
-	k.expectCondition("ar", scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada)
-	k.expectEvents("Warning " + reasonUnsupportedOnKarmada)
-	if k.policy() != nil || k.templateWrites() != 0 {
-		t.Error("a refused AddonResizer wrote something")
+func TestKarmadaUnsupportedRefused(t *testing.T) {
+	for name, opt := range map[string]option{
+		"ContainerProportional": withMode(scaleplanev1alpha1.ContainerProportional),
+		"InPlace":               func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace },
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := newKarmadaHarness(t)
+			_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar", opt), metav1.CreateOptions{})
+			k.check(err)
+			k.refresh()
+			k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
+			k.setPlacement("a")
+			k.sync(t0)
+			k.expectCondition("ar", scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada)
+			k.expectEvents("Warning " + reasonUnsupportedOnKarmada)
+			if k.policy() != nil || k.templateWrites() != 0 {
+				t.Error("a refused AddonResizer wrote something")
+			}
+		})
 	}
 }
 

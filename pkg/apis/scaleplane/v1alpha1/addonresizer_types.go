@@ -457,7 +457,8 @@ const (
 	// with reason Karmada (per member cluster) or Local; False with reason
 	// NoNodesOnKarmada when federation None would count the Nodes of an API
 	// server that serves Karmada's APIs and has none (nothing is written),
-	// or UnsupportedOnKarmada for ContainerProportional in Karmada mode.
+	// or UnsupportedOnKarmada for ContainerProportional or updateMode InPlace
+	// in Karmada mode.
 	ConditionFederation = "Federation"
 	// ConditionOverrideExclusive, in Karmada mode, is False when another
 	// OverridePolicy in the namespace also overrides the container's
