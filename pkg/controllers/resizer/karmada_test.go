@@ -255,3 +255,33 @@ func TestPlainClusterStatusHasNoFederation(t *testing.T) {
 		t.Error("Karmada informers started on a plain cluster")
 	}
 }
+
+func TestKarmadaToNoneDeletesThePolicy(t *testing.T) {
+	k := newKarmadaHarness(t)
+	k.setNodes(0)
+	_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar", withSetLimits(false)), metav1.CreateOptions{})
+	k.check(err)
+	k.refresh()
+	k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.sync(t0)
+	if k.policy() == nil {
+		t.Fatal("no OverridePolicy in Karmada mode")
+	}
+	ar := k.get("ar")
+	ar.Spec.Federation = scaleplanev1alpha1.FederationNone
+	ar.Generation++
+	_, err = k.client.ScaleplaneV1alpha1().AddonResizers(ns).Update(k.ctx, ar, metav1.UpdateOptions{})
+	k.check(err)
+	k.refresh()
+	k.sync(t0.Add(time.Second))
+	if k.policy() != nil {
+		t.Error("the OverridePolicy outlived the switch to federation None")
+	}
+	st := k.get("ar").Status
+	if st.Federation != scaleplanev1alpha1.FederationNone || st.Clusters != nil || st.MemberClusters != nil || st.OverridePolicy != "" {
+		t.Errorf("Karmada status left after the switch: %+v", st)
+	}
+	// And karmada-apiserver has no Nodes: None refuses to size from them.
+	k.expectCondition("ar", scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonNoNodesOnKarmada)
+}
