@@ -68,6 +68,9 @@ const (
 	eventOverridePolicyDeleted = "OverridePolicyDeleted"
 )
 
+// policyRetry is how soon a refused OverridePolicy write is tried again.
+const policyRetry = time.Minute
+
 // writeOverridePolicy labels the OverridePolicy writes of resizer_writes.
 const writeOverridePolicy = "override_policy"
 
@@ -389,13 +392,21 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		"Sized per member cluster from its Cluster's status.nodeSummary.totalNum, through an OverridePolicy", ar.Generation, now)
 
 	c.foreignCondition(ar, w, index, status, now)
+	// Set from the members first; a failed or refused write of the
+	// OverridePolicy then says so instead.
+	upToDateOfMembers(ar, status, members, now)
 	if err := c.writeOverridePolicy(ctx, ar, w, index, members, status, now); err != nil {
 		return result{outcome: outcomeError, err: err, requeue: requeue}
+	}
+	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil &&
+		(cond.Reason == reasonOverridePolicyFailed || cond.Reason == reasonOverridePolicyTaken) {
+		// Forbidden, invalid or someone else's name: no event will say when
+		// that is fixed, so look again in a while.
+		return result{outcome: outcomeError, requeue: minPositive(requeue, policyRetry)}
 	}
 	if len(changed) > 0 {
 		c.recorder.Eventf(ar, corev1.EventTypeNormal, eventResized, "Resized %s %q per member cluster: %s", w, s.container, strings.Join(changed, "; "))
 	}
-	upToDateOfMembers(ar, status, members, now)
 	outcome := outcomeWithinThreshold
 	if len(changed) > 0 {
 		outcome = outcomeResized
@@ -429,9 +440,6 @@ func (c *Controller) placement(namespace string, ref scaleplanev1alpha1.TargetRe
 
 // upToDateOfMembers sets UpToDate from the members' states.
 func upToDateOfMembers(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, members []scaleplanev1alpha1.MemberClusterStatus, now time.Time) {
-	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil && cond.Reason == reasonOverridePolicyFailed || cond != nil && cond.Reason == reasonOverridePolicyTaken {
-		return
-	}
 	if len(members) == 0 {
 		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonNotScheduled,
 			"The template has no ResourceBinding with scheduled clusters: nothing to size", ar.Generation, now)

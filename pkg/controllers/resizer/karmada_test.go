@@ -17,13 +17,16 @@ limitations under the License.
 package resizer
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -284,4 +287,31 @@ func TestKarmadaToNoneDeletesThePolicy(t *testing.T) {
 	}
 	// And karmada-apiserver has no Nodes: None refuses to size from them.
 	k.expectCondition("ar", scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonNoNodesOnKarmada)
+}
+
+func TestKarmadaForbiddenPolicyWriteIsReportedThenCleared(t *testing.T) {
+	k := newKarmadaHarness(t)
+	_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar", withSetLimits(false)), metav1.CreateOptions{})
+	k.check(err)
+	k.refresh()
+	k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
+	k.setPlacement("a")
+	forbid := true
+	k.client.PrependReactor("create", "overridepolicies", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if forbid {
+			return true, nil, apierrors.NewForbidden(policyv1alpha1.Resource("overridepolicies"), "ar-resizer", errors.New("RBAC"))
+		}
+		return false, nil, nil
+	})
+	if d := k.syncAt(t0, "ar"); d != policyRetry {
+		t.Errorf("requeue after a forbidden write: %v, want %v", d, policyRetry)
+	}
+	k.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyFailed)
+	k.expectEvents("Warning " + reasonOverridePolicyFailed)
+	forbid = false
+	k.sync(t0.Add(policyRetry))
+	if k.policy() == nil {
+		t.Fatal("no OverridePolicy once the write is allowed")
+	}
+	k.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonAllClustersSized)
 }
