@@ -238,6 +238,9 @@ func TestKarmadaPerMemberSizes(t *testing.T) {
 		return s.Federation == scaleplanev1alpha1.FederationKarmada && ptr.Deref(s.MemberClusters, 0) == 2 && ptr.Deref(s.SizedClusters, 0) == 2 && len(s.Clusters) == 2 && s.OverridePolicy == policy
 	})
 
+	// kubectl get shows the federation's columns.
+	checkColumns(t, cp, ns, map[string]any{"CLUSTERS": int64(2), "SIZED": int64(2), "UP-TO-DATE": "True"})
+
 	// Steady state: a Cluster status change that does not touch the count
 	// (Karmada rewrites Cluster status for many reasons) writes no policy.
 	before := writes(t, m)
@@ -340,5 +343,34 @@ func waitStatus(t *testing.T, cp *framework.ControlPlane, ns, name string, ok fu
 	if err != nil {
 		b, _ := json.MarshalIndent(last, "", "  ")
 		t.Fatalf("AddonResizer status not as expected; last:\n%s", b)
+	}
+}
+
+// checkColumns reads the AddonResizers of ns as kubectl get does (a Table)
+// and checks the named columns of the first row.
+func checkColumns(t *testing.T, cp *framework.ControlPlane, ns string, want map[string]any) {
+	t.Helper()
+	raw, err := cp.Client().ScaleplaneV1alpha1().RESTClient().Get().Namespace(ns).Resource("addonresizers").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(context.Background()).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("table rows: %d", len(table.Rows))
+	}
+	for i, col := range table.ColumnDefinitions {
+		if w, ok := want[col.Name]; ok {
+			if got := table.Rows[0].Cells[i]; fmt.Sprint(got) != fmt.Sprint(w) || col.Priority != 0 {
+				t.Errorf("column %s: %v (priority %d), want %v in the default view", col.Name, got, col.Priority, w)
+			}
+			delete(want, col.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("columns missing: %v", want)
 	}
 }
