@@ -134,6 +134,10 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 // size: one rule per member cluster that holds a size of its own, in name
 // order, targeting it by clusterNames. A member without one runs the
 // template. Nil when no member holds a size: there is nothing to override.
+// The selector's namespace is set, not left empty: karmada-webhook's
+// mutating OverridePolicy webhook would default it to the policy's
+// (pkg/webhook/overridepolicy/mutating.go, v1.18.2), and the stored spec
+// must equal the one written, or every sync would write again.
 func desiredOverridePolicy(ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, members []scaleplanev1alpha1.MemberClusterStatus) *policyv1alpha1.OverridePolicy {
 	base := w.template.Spec.Containers[index].Resources
 	var rules []policyv1alpha1.RuleWithCluster
