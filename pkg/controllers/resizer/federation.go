@@ -70,19 +70,29 @@ type apiDetector struct {
 	mu   sync.Mutex
 	at   time.Time
 	last karmadaAPIs
-	read bool
+	done bool
 }
 
 func newAPIDetector(d discovery.DiscoveryInterface, clk clock.Clock) *apiDetector {
 	return &apiDetector{discovery: d, clock: clk}
 }
 
-// apis returns which of Karmada's group versions are served.
-func (d *apiDetector) apis(_ context.Context) (karmadaAPIs, error) {
+// apis returns which of Karmada's group versions are served, as read at
+// most discoveryInterval ago.
+func (d *apiDetector) apis(ctx context.Context) (karmadaAPIs, error) {
+	return d.read(ctx, false)
+}
+
+// fresh reads discovery now.
+func (d *apiDetector) fresh(ctx context.Context) (karmadaAPIs, error) {
+	return d.read(ctx, true)
+}
+
+func (d *apiDetector) read(_ context.Context, fresh bool) (karmadaAPIs, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clock.Now()
-	if d.read && now.Sub(d.at) < discoveryInterval {
+	if !fresh && d.done && now.Sub(d.at) < discoveryInterval {
 		return d.last, nil
 	}
 	groups, err := d.discovery.ServerGroups()
@@ -102,7 +112,7 @@ func (d *apiDetector) apis(_ context.Context) (karmadaAPIs, error) {
 			}
 		}
 	}
-	d.last, d.at, d.read = a, now, true
+	d.last, d.at, d.done = a, now, true
 	return a, nil
 }
 

@@ -250,6 +250,14 @@ func (c *Controller) reconcileFederated(ctx context.Context, ar *scaleplanev1alp
 	if err != nil {
 		return result{outcome: outcomeError, err: err}, true
 	}
+	if !apis.any() && c.wouldCountNoNodes(s) {
+		// Zero Nodes is what karmada-apiserver has: make sure Karmada was
+		// not installed since discovery was last read, rather than size
+		// the add-on to its base from a remembered answer.
+		if apis, err = c.detector.fresh(ctx); err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+	}
 	mode := federationOf(&ar.Spec, apis)
 	if mode == scaleplanev1alpha1.FederationKarmada {
 		status.Federation = mode
@@ -654,4 +662,14 @@ func (c *Controller) setUpFederation(arInformer cache.SharedIndexInformer, d dis
 func init() {
 	warningReasons = append(warningReasons, reasonNoNodesOnKarmada, reasonUnsupportedOnKarmada, reasonKarmadaAPIsMissing,
 		reasonOverridePolicyFailed, reasonOverridePolicyTaken, reasonClustersNotCurrent)
+}
+
+// wouldCountNoNodes tells whether the plain-cluster path would size s from
+// zero Nodes (false while the node count is not known yet).
+func (c *Controller) wouldCountNoNodes(s settings) bool {
+	if s.mode != scaleplanev1alpha1.NodeProportional || s.source != scaleplanev1alpha1.SourceAPIServer {
+		return false
+	}
+	ready, err := c.counts.ready(s.mode)
+	return err == nil && ready && c.counts.size(s.mode, "", nil) == 0
 }

@@ -315,3 +315,26 @@ func TestKarmadaForbiddenPolicyWriteIsReportedThenCleared(t *testing.T) {
 	}
 	k.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonAllClustersSized)
 }
+
+func TestZeroNodesRereadDiscoveryBeforeSizingToTheBase(t *testing.T) {
+	k := newKarmadaHarness(t)
+	k.setNodes(0)
+	// Discovery was read before Karmada was installed.
+	k.kube.Resources = nil
+	if apis, _ := k.c.detector.apis(k.ctx); apis.any() {
+		t.Fatal("discovery should see a plain cluster")
+	}
+	k.kube.Resources = karmadaGroups
+	_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar", withSetLimits(false)), metav1.CreateOptions{})
+	k.check(err)
+	k.refresh()
+	k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.sync(t0.Add(time.Second)) // within the discovery interval
+	if st := k.get("ar").Status; st.Federation != scaleplanev1alpha1.FederationKarmada {
+		t.Errorf("federation %q, want Karmada", st.Federation)
+	}
+	if k.templateWrites() != 0 || k.policy() == nil {
+		t.Errorf("template writes %d, policy %v: want the member sized through the OverridePolicy", k.templateWrites(), k.policy())
+	}
+}
