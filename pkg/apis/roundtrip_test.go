@@ -30,8 +30,11 @@ import (
 	"sigs.k8s.io/randfill"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	clusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/cluster/v1alpha1"
 	leaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	workv1alpha2 "github.com/scaleplane/scaleplane/pkg/apis/work/v1alpha2"
 )
 
 // quantityFuncs fills quantities with canonical values: a random Quantity is
@@ -41,6 +44,10 @@ func quantityFuncs(runtimeserializer.CodecFactory) []interface{} {
 	return []interface{}{
 		func(q *resource.Quantity, c randfill.Continue) {
 			*q = *resource.NewMilliQuantity(c.Int63n(1_000_000), resource.DecimalSI)
+		},
+		// A plaintext overrider's value is any JSON: random bytes are not.
+		func(r *runtime.RawExtension, c randfill.Continue) {
+			*r = runtime.RawExtension{Raw: []byte(`"` + resource.NewMilliQuantity(c.Int63n(1_000_000), resource.DecimalSI).String() + `"`)}
 		},
 	}
 }
@@ -53,6 +60,9 @@ func TestRoundTrip(t *testing.T) {
 		"autoscaling.karmada.io":    autoscalingv1alpha1.AddToScheme,
 		"leaderworkerset.x-k8s.io":  leaderworkersetv1.AddToScheme,
 		"autoscaling.scaleplane.io": scaleplanev1alpha1.AddToScheme,
+		"policy.karmada.io":         policyv1alpha1.AddToScheme,
+		"cluster.karmada.io":        clusterv1alpha1.AddToScheme,
+		"work.karmada.io":           workv1alpha2.AddToScheme,
 	}
 	for group, addToScheme := range groups {
 		t.Run(group, func(t *testing.T) {

@@ -106,6 +106,9 @@ type Controller struct {
 	// inPlace resizes the target's pods through pods/resize for the
 	// AddonResizers with updateMode InPlace.
 	inPlace *inPlaceResizer
+	// detector and karmada serve the Karmada mode (karmada.go).
+	detector *apiDetector
+	karmada  *karmadaCaches
 }
 
 // Config is what the resizer is built from.
@@ -176,6 +179,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := c.registerHandlers(ctx, arInformer, deployInformer, stsInformer, dsInformer); err != nil {
 		return nil, err
 	}
+	if err := c.setUpFederation(arInformer.Informer(), kubeClient.Discovery()); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -194,9 +200,11 @@ func (c *Controller) Run(ctx context.Context) {
 		stopCounts()
 		c.counts.wait()
 		c.inPlace.wait()
+		c.karmada.wait()
 	}()
 	c.counts.start(countsCtx)
 	c.inPlace.start(countsCtx)
+	c.karmada.setContext(countsCtx)
 
 	workloop.Run(ctx, c.queue, c.workers, Name, c.sync)
 }
@@ -222,7 +230,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	ar, err := c.lister.AddonResizers(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.forget(key)
-		return 0, nil
+		return 0, c.forgetFederated(ctx, key)
 	}
 	if err != nil {
 		return 0, err
@@ -257,6 +265,9 @@ func (c *Controller) forget(key cache.ObjectName) {
 // reconcile finds the target and its container, observes the cluster size
 // and resizes, recording what it found in status.
 func (c *Controller) reconcile(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	if r, done := c.reconcileFederated(ctx, ar, s, status, now); done {
+		return r
+	}
 	counted := true
 	if s.source == scaleplanev1alpha1.SourceAPIServer {
 		// Started before the target is looked at, so that counting begins

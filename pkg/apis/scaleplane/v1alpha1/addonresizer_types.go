@@ -32,7 +32,10 @@ import (
 // +kubebuilder:printcolumn:JSONPath=`.spec.containerName`,name=`CONTAINER`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.spec.scalingMode`,name=`MODE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.spec.updateMode`,name=`UPDATE-MODE`,type=string,priority=1
+// +kubebuilder:printcolumn:JSONPath=`.status.federation`,name=`FEDERATION`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.status.clusterSize`,name=`CLUSTER-SIZE`,type=integer
+// +kubebuilder:printcolumn:JSONPath=`.status.memberClusters`,name=`CLUSTERS`,type=integer
+// +kubebuilder:printcolumn:JSONPath=`.status.sizedClusters`,name=`SIZED`,type=integer
 // +kubebuilder:printcolumn:JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`,name=`UP-TO-DATE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.status.lastChangeTime`,name=`LAST-CHANGE`,type=date
 // +kubebuilder:printcolumn:JSONPath=`.metadata.creationTimestamp`,name=`AGE`,type=date
@@ -137,7 +140,32 @@ type AddonResizerSpec struct {
 	// +kubebuilder:default=Rollout
 	// +optional
 	UpdateMode UpdateMode `json:"updateMode,omitempty"`
+
+	// Federation tells whose size counts. None sizes the target from the
+	// cluster the AddonResizer is in. Karmada sizes it per member cluster
+	// the target (a Karmada resource template) is scheduled to, from each
+	// Cluster's status.nodeSummary, through an OverridePolicy the
+	// AddonResizer owns; the template is not written. Auto is Karmada where
+	// the API server serves Karmada's cluster.karmada.io or
+	// policy.karmada.io API, else None. Defaults to Auto.
+	// +kubebuilder:default=Auto
+	// +optional
+	Federation FederationMode `json:"federation,omitempty"`
 }
+
+// FederationMode tells whose size counts.
+// +kubebuilder:validation:Enum={Auto,None,Karmada}
+type FederationMode string
+
+// The federation modes.
+const (
+	// FederationAuto is Karmada where Karmada's APIs are served, else None.
+	FederationAuto FederationMode = "Auto"
+	// FederationNone sizes from the AddonResizer's own cluster.
+	FederationNone FederationMode = "None"
+	// FederationKarmada sizes per Karmada member cluster.
+	FederationKarmada FederationMode = "Karmada"
+)
 
 // UpdateMode tells how a new size reaches the add-on's pods.
 // +kubebuilder:validation:Enum={Rollout,InPlace}
@@ -273,6 +301,34 @@ type AddonResizerStatus struct {
 	// +optional
 	InPlace *InPlaceStatus `json:"inPlace,omitempty"`
 
+	// Federation is the mode in effect, None or Karmada (Auto resolved).
+	// +optional
+	Federation FederationMode `json:"federation,omitempty"`
+
+	// MemberClusters is, in Karmada mode, the number of member clusters the
+	// target is scheduled to.
+	// +optional
+	MemberClusters *int32 `json:"memberClusters,omitempty"`
+
+	// SizedClusters is, in Karmada mode, how many of them the
+	// OverridePolicy holds at their recommendation.
+	// +optional
+	SizedClusters *int32 `json:"sizedClusters,omitempty"`
+
+	// OverridePolicy is, in Karmada mode, the name of the OverridePolicy the
+	// AddonResizer owns, in its namespace.
+	// +optional
+	OverridePolicy string `json:"overridePolicy,omitempty"`
+
+	// Clusters is, in Karmada mode, each member cluster the target is
+	// scheduled to: its node count, the size the OverridePolicy holds it
+	// at, and why. It is the state that survives a restart: a change held
+	// back by a delay, and the size a stale cluster keeps.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Clusters []MemberClusterStatus `json:"clusters,omitempty"`
+
 	// Conditions tell whether the target was found and resized.
 	// +listType=map
 	// +listMapKey=type
@@ -324,6 +380,55 @@ type InPlaceStatus struct {
 	AtSize int32 `json:"atSize,omitempty"`
 }
 
+// MemberClusterStatus is one Karmada member cluster's sizing.
+type MemberClusterStatus struct {
+	// Name of the member cluster.
+	// +required
+	Name string `json:"name"`
+
+	// Nodes is the cluster's node count the size was last computed from
+	// (its Cluster's status.nodeSummary.totalNum). Nil until one was read.
+	// +optional
+	Nodes *int32 `json:"nodes,omitempty"`
+
+	// Resources are the managed requests (and limits, with setLimits) the
+	// OverridePolicy holds the cluster's container at. Nil: no rule, the
+	// cluster runs the template's own resources.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PendingResize is a change for this cluster held back by a delay.
+	// +optional
+	PendingResize *PendingResize `json:"pendingResize,omitempty"`
+
+	// LastChangeTime is when this cluster's size last changed.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+
+	// State is Sized (held at the recommendation), Postponed (a delay holds
+	// a change back), Stale (the Cluster's status is not current: the size
+	// is kept, not recomputed) or Unknown (the Cluster or its node summary
+	// is missing).
+	// +optional
+	State MemberState `json:"state,omitempty"`
+
+	// Message says why, for a person.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// MemberState is how a member cluster's size stands.
+// +kubebuilder:validation:Enum={Sized,Postponed,Stale,Unknown}
+type MemberState string
+
+// The states of a member cluster's size.
+const (
+	MemberSized     MemberState = "Sized"
+	MemberPostponed MemberState = "Postponed"
+	MemberStale     MemberState = "Stale"
+	MemberUnknown   MemberState = "Unknown"
+)
+
 // Condition types of an AddonResizer.
 const (
 	// ConditionTargetFound is True when the target workload exists.
@@ -348,6 +453,19 @@ const (
 	// resizes keep conflicting (ResizeConflict). True with reason
 	// NoRunningPods when the target has no running pods.
 	ConditionInPlaceResized = "InPlaceResized"
+	// ConditionFederation tells which cluster the size is counted from: True
+	// with reason Karmada (per member cluster) or Local; False with reason
+	// NoNodesOnKarmada when federation None would count the Nodes of an API
+	// server that serves Karmada's APIs and has none (nothing is written),
+	// or UnsupportedOnKarmada for ContainerProportional or updateMode InPlace
+	// in Karmada mode.
+	ConditionFederation = "Federation"
+	// ConditionOverrideExclusive, in Karmada mode, is False when another
+	// OverridePolicy in the namespace also overrides the container's
+	// resources for the target: Karmada applies policies in name order
+	// (after ClusterOverridePolicies), so the last one wins. The resizer
+	// reports it and does not touch the other policy.
+	ConditionOverrideExclusive = "OverrideExclusive"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

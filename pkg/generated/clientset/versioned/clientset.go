@@ -23,8 +23,11 @@ import (
 	http "net/http"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/autoscaling/v1alpha1"
+	clusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/cluster/v1alpha1"
 	leaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/leaderworkerset/v1"
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/scaleplane/v1alpha1"
+	workv1alpha2 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/work/v1alpha2"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -33,16 +36,22 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha1Interface
+	ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface
 	LeaderworkersetV1() leaderworkersetv1.LeaderworkersetV1Interface
+	PolicyV1alpha1() policyv1alpha1.PolicyV1alpha1Interface
 	ScaleplaneV1alpha1() scaleplanev1alpha1.ScaleplaneV1alpha1Interface
+	WorkV1alpha2() workv1alpha2.WorkV1alpha2Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	autoscalingV1alpha1 *autoscalingv1alpha1.AutoscalingV1alpha1Client
+	clusterV1alpha1     *clusterv1alpha1.ClusterV1alpha1Client
 	leaderworkersetV1   *leaderworkersetv1.LeaderworkersetV1Client
+	policyV1alpha1      *policyv1alpha1.PolicyV1alpha1Client
 	scaleplaneV1alpha1  *scaleplanev1alpha1.ScaleplaneV1alpha1Client
+	workV1alpha2        *workv1alpha2.WorkV1alpha2Client
 }
 
 // AutoscalingV1alpha1 retrieves the AutoscalingV1alpha1Client
@@ -50,14 +59,29 @@ func (c *Clientset) AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha
 	return c.autoscalingV1alpha1
 }
 
+// ClusterV1alpha1 retrieves the ClusterV1alpha1Client
+func (c *Clientset) ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface {
+	return c.clusterV1alpha1
+}
+
 // LeaderworkersetV1 retrieves the LeaderworkersetV1Client
 func (c *Clientset) LeaderworkersetV1() leaderworkersetv1.LeaderworkersetV1Interface {
 	return c.leaderworkersetV1
 }
 
+// PolicyV1alpha1 retrieves the PolicyV1alpha1Client
+func (c *Clientset) PolicyV1alpha1() policyv1alpha1.PolicyV1alpha1Interface {
+	return c.policyV1alpha1
+}
+
 // ScaleplaneV1alpha1 retrieves the ScaleplaneV1alpha1Client
 func (c *Clientset) ScaleplaneV1alpha1() scaleplanev1alpha1.ScaleplaneV1alpha1Interface {
 	return c.scaleplaneV1alpha1
+}
+
+// WorkV1alpha2 retrieves the WorkV1alpha2Client
+func (c *Clientset) WorkV1alpha2() workv1alpha2.WorkV1alpha2Interface {
+	return c.workV1alpha2
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -108,11 +132,23 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.clusterV1alpha1, err = clusterv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.leaderworkersetV1, err = leaderworkersetv1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
 	}
+	cs.policyV1alpha1, err = policyv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.scaleplaneV1alpha1, err = scaleplanev1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cs.workV1alpha2, err = workv1alpha2.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +174,11 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.autoscalingV1alpha1 = autoscalingv1alpha1.New(c)
+	cs.clusterV1alpha1 = clusterv1alpha1.New(c)
 	cs.leaderworkersetV1 = leaderworkersetv1.New(c)
+	cs.policyV1alpha1 = policyv1alpha1.New(c)
 	cs.scaleplaneV1alpha1 = scaleplanev1alpha1.New(c)
+	cs.workV1alpha2 = workv1alpha2.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -26,9 +26,12 @@ import (
 
 	versioned "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	autoscaling "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/autoscaling"
+	cluster "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/cluster"
 	internalinterfaces "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/internalinterfaces"
 	leaderworkerset "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/leaderworkerset"
+	policy "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/policy"
 	scaleplane "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/scaleplane"
+	work "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/work"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -328,18 +331,33 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Autoscaling() autoscaling.Interface
+	Cluster() cluster.Interface
 	Leaderworkerset() leaderworkerset.Interface
+	Policy() policy.Interface
 	Scaleplane() scaleplane.Interface
+	Work() work.Interface
 }
 
 func (f *sharedInformerFactory) Autoscaling() autoscaling.Interface {
 	return autoscaling.New(f, f.namespace, f.tweakListOptions)
 }
 
+func (f *sharedInformerFactory) Cluster() cluster.Interface {
+	return cluster.New(f, f.namespace, f.tweakListOptions)
+}
+
 func (f *sharedInformerFactory) Leaderworkerset() leaderworkerset.Interface {
 	return leaderworkerset.New(f, f.namespace, f.tweakListOptions)
 }
 
+func (f *sharedInformerFactory) Policy() policy.Interface {
+	return policy.New(f, f.namespace, f.tweakListOptions)
+}
+
 func (f *sharedInformerFactory) Scaleplane() scaleplane.Interface {
 	return scaleplane.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Work() work.Interface {
+	return work.New(f, f.namespace, f.tweakListOptions)
 }

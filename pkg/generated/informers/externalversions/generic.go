@@ -22,8 +22,11 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	clusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/cluster/v1alpha1"
 	v1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	v1alpha2 "github.com/scaleplane/scaleplane/pkg/apis/work/v1alpha2"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -64,9 +67,21 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	case scaleplanev1alpha1.SchemeGroupVersion.WithResource("addonresizers"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scaleplane().V1alpha1().AddonResizers().Informer()}, nil
 
+		// Group=cluster.karmada.io, Version=v1alpha1
+	case clusterv1alpha1.SchemeGroupVersion.WithResource("clusters"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Cluster().V1alpha1().Clusters().Informer()}, nil
+
 		// Group=leaderworkerset.x-k8s.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("leaderworkersets"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Leaderworkerset().V1().LeaderWorkerSets().Informer()}, nil
+
+		// Group=policy.karmada.io, Version=v1alpha1
+	case policyv1alpha1.SchemeGroupVersion.WithResource("overridepolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Policy().V1alpha1().OverridePolicies().Informer()}, nil
+
+		// Group=work.karmada.io, Version=v1alpha2
+	case v1alpha2.SchemeGroupVersion.WithResource("resourcebindings"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Work().V1alpha2().ResourceBindings().Informer()}, nil
 
 	}
 

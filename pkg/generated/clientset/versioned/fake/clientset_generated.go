@@ -22,10 +22,16 @@ import (
 	clientset "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/autoscaling/v1alpha1"
 	fakeautoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/autoscaling/v1alpha1/fake"
+	clusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/cluster/v1alpha1"
+	fakeclusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/cluster/v1alpha1/fake"
 	leaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/leaderworkerset/v1"
 	fakeleaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/leaderworkerset/v1/fake"
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/policy/v1alpha1"
+	fakepolicyv1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/policy/v1alpha1/fake"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/scaleplane/v1alpha1"
 	fakescaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/scaleplane/v1alpha1/fake"
+	workv1alpha2 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/work/v1alpha2"
+	fakeworkv1alpha2 "github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/typed/work/v1alpha2/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -104,12 +110,27 @@ func (c *Clientset) AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha
 	return &fakeautoscalingv1alpha1.FakeAutoscalingV1alpha1{Fake: &c.Fake}
 }
 
+// ClusterV1alpha1 retrieves the ClusterV1alpha1Client
+func (c *Clientset) ClusterV1alpha1() clusterv1alpha1.ClusterV1alpha1Interface {
+	return &fakeclusterv1alpha1.FakeClusterV1alpha1{Fake: &c.Fake}
+}
+
 // LeaderworkersetV1 retrieves the LeaderworkersetV1Client
 func (c *Clientset) LeaderworkersetV1() leaderworkersetv1.LeaderworkersetV1Interface {
 	return &fakeleaderworkersetv1.FakeLeaderworkersetV1{Fake: &c.Fake}
 }
 
+// PolicyV1alpha1 retrieves the PolicyV1alpha1Client
+func (c *Clientset) PolicyV1alpha1() policyv1alpha1.PolicyV1alpha1Interface {
+	return &fakepolicyv1alpha1.FakePolicyV1alpha1{Fake: &c.Fake}
+}
+
 // ScaleplaneV1alpha1 retrieves the ScaleplaneV1alpha1Client
 func (c *Clientset) ScaleplaneV1alpha1() scaleplanev1alpha1.ScaleplaneV1alpha1Interface {
 	return &fakescaleplanev1alpha1.FakeScaleplaneV1alpha1{Fake: &c.Fake}
+}
+
+// WorkV1alpha2 retrieves the WorkV1alpha2Client
+func (c *Clientset) WorkV1alpha2() workv1alpha2.WorkV1alpha2Interface {
+	return &fakeworkv1alpha2.FakeWorkV1alpha2{Fake: &c.Fake}
 }

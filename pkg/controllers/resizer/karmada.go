@@ -1,0 +1,675 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	clusterv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/cluster/v1alpha1"
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	workv1alpha2 "github.com/scaleplane/scaleplane/pkg/apis/work/v1alpha2"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+	clusterlisters "github.com/scaleplane/scaleplane/pkg/generated/listers/cluster/v1alpha1"
+	policylisters "github.com/scaleplane/scaleplane/pkg/generated/listers/policy/v1alpha1"
+	worklisters "github.com/scaleplane/scaleplane/pkg/generated/listers/work/v1alpha2"
+)
+
+// Reasons of the Karmada mode's conditions.
+const (
+	reasonKarmada              = "Karmada"
+	reasonLocal                = "Local"
+	reasonNoNodesOnKarmada     = "NoNodesOnKarmada"
+	reasonUnsupportedOnKarmada = "UnsupportedOnKarmada"
+	reasonKarmadaAPIsMissing   = "KarmadaAPIsMissing"
+	reasonNotScheduled         = "NotScheduled"
+	reasonClustersNotCurrent   = "ClustersNotCurrent"
+	reasonAllClustersSized     = "AllClustersSized"
+	reasonOverridePolicyFailed = "OverridePolicyFailed"
+	reasonOverridePolicyTaken  = "OverridePolicyNameTaken"
+	reasonForeignOverride      = "ForeignOverride"
+	reasonExclusive            = "Exclusive"
+)
+
+// Event reasons of the Karmada mode (Normal).
+const (
+	eventOverridePolicyWritten = "OverridePolicyWritten"
+	eventOverridePolicyDeleted = "OverridePolicyDeleted"
+)
+
+// policyRetry is how soon a refused OverridePolicy write is tried again.
+const policyRetry = time.Minute
+
+// writeOverridePolicy labels the OverridePolicy writes of resizer_writes.
+const writeOverridePolicy = "override_policy"
+
+// indexMember maps a member cluster name to the AddonResizers whose status
+// lists it, so that a Cluster's change enqueues only those.
+const indexMember = "resizer.scaleplane.io/member"
+
+func indexByMember(obj any) ([]string, error) {
+	ar, ok := obj.(*scaleplanev1alpha1.AddonResizer)
+	if !ok {
+		return nil, nil
+	}
+	out := make([]string, 0, len(ar.Status.Clusters))
+	for _, m := range ar.Status.Clusters {
+		out = append(out, m.Name)
+	}
+	return out, nil
+}
+
+// karmadaCaches are the informers of Karmada's Clusters, ResourceBindings
+// and OverridePolicies. They start the first time an AddonResizer needs them
+// on an API server that serves all three, never on a plain cluster, where
+// their lists would fail.
+type karmadaCaches struct {
+	client versioned.Interface
+
+	mu       sync.Mutex
+	ctx      context.Context
+	started  bool
+	clusters clusterlisters.ClusterLister
+	bindings worklisters.ResourceBindingLister
+	policies policylisters.OverridePolicyLister
+	synced   []cache.InformerSynced
+	factory  externalversions.SharedInformerFactory
+}
+
+// setContext gives the caches the context they run in (Run's).
+func (k *karmadaCaches) setContext(ctx context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ctx = ctx
+}
+
+// wait blocks until the informers started have stopped.
+func (k *karmadaCaches) wait() {
+	k.mu.Lock()
+	f := k.factory
+	k.mu.Unlock()
+	if f != nil {
+		f.Shutdown()
+	}
+}
+
+// ready starts the informers if they have not started, and reports whether
+// they have synced.
+func (c *Controller) karmadaReady() (bool, error) {
+	k := c.karmada
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.started {
+		if k.ctx == nil {
+			return false, fmt.Errorf("the resizer is not running")
+		}
+		factory := externalversions.NewSharedInformerFactory(k.client, 0)
+		clusters := factory.Cluster().V1alpha1().Clusters()
+		bindings := factory.Work().V1alpha2().ResourceBindings()
+		policies := factory.Policy().V1alpha1().OverridePolicies()
+		if err := c.registerKarmadaHandlers(k.ctx, clusters.Informer(), bindings.Informer(), policies.Informer()); err != nil {
+			return false, err
+		}
+		k.clusters, k.bindings, k.policies = clusters.Lister(), bindings.Lister(), policies.Lister()
+		k.synced = []cache.InformerSynced{clusters.Informer().HasSynced, bindings.Informer().HasSynced, policies.Informer().HasSynced}
+		k.factory = factory
+		factory.Start(k.ctx.Done())
+		k.started = true
+		klog.FromContext(k.ctx).Info("Karmada's APIs are served: watching Clusters, ResourceBindings and OverridePolicies")
+	}
+	for _, s := range k.synced {
+		if !s() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (c *Controller) registerKarmadaHandlers(ctx context.Context, clusters, bindings, policies cache.SharedIndexInformer) error {
+	opts := cache.HandlerOptions{Logger: ptr.To(klog.FromContext(ctx))}
+	if _, err := clusters.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.onCluster,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*clusterv1alpha1.Cluster)
+			n, ok2 := newObj.(*clusterv1alpha1.Cluster)
+			if ok1 && ok2 && clusterSizeUnchanged(o, n) {
+				return
+			}
+			c.onCluster(newObj)
+		},
+		DeleteFunc: c.onCluster,
+	}, opts); err != nil {
+		return fmt.Errorf("registering the Cluster event handlers: %w", err)
+	}
+	if _, err := bindings.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onBinding,
+		UpdateFunc: func(_, newObj any) { c.onBinding(newObj) },
+		DeleteFunc: c.onBinding,
+	}, opts); err != nil {
+		return fmt.Errorf("registering the ResourceBinding event handlers: %w", err)
+	}
+	if _, err := policies.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onOverridePolicy,
+		UpdateFunc: func(_, newObj any) { c.onOverridePolicy(newObj) },
+		DeleteFunc: c.onOverridePolicy,
+	}, opts); err != nil {
+		return fmt.Errorf("registering the OverridePolicy event handlers: %w", err)
+	}
+	return nil
+}
+
+// clusterSizeUnchanged tells whether what the resizer reads of a Cluster,
+// its node summary and Ready condition, is the same. Karmada rewrites a
+// Cluster's status for many other reasons.
+func clusterSizeUnchanged(o, n *clusterv1alpha1.Cluster) bool {
+	oc := meta.FindStatusCondition(o.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+	nc := meta.FindStatusCondition(n.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
+	if (oc == nil) != (nc == nil) || oc != nil && (oc.Status != nc.Status || oc.Reason != nc.Reason) {
+		return false
+	}
+	return ptr.Deref(o.Status.NodeSummary, clusterv1alpha1.NodeSummary{}) == ptr.Deref(n.Status.NodeSummary, clusterv1alpha1.NodeSummary{}) &&
+		(o.Status.NodeSummary == nil) == (n.Status.NodeSummary == nil)
+}
+
+func tombstoned(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func (c *Controller) onCluster(obj any) {
+	if cl, ok := tombstoned(obj).(*clusterv1alpha1.Cluster); ok {
+		c.enqueueIndexed(indexMember, cl.Name)
+	}
+}
+
+func (c *Controller) onBinding(obj any) {
+	if rb, ok := tombstoned(obj).(*workv1alpha2.ResourceBinding); ok {
+		ns := rb.Spec.Resource.Namespace
+		if ns == "" {
+			ns = rb.Namespace
+		}
+		c.enqueueByTarget(targetKey(ns, scaleplanev1alpha1.TargetKind(rb.Spec.Resource.Kind), rb.Spec.Resource.Name))
+	}
+}
+
+// onOverridePolicy enqueues the AddonResizers of the policy's namespace:
+// its owner, to put back a change, and the others, which may now share a
+// container with someone else's policy.
+func (c *Controller) onOverridePolicy(obj any) {
+	if p, ok := tombstoned(obj).(*policyv1alpha1.OverridePolicy); ok {
+		c.enqueueIndexed(cache.NamespaceIndex, p.Namespace)
+	}
+}
+
+// bindingName is the name Karmada gives the ResourceBinding of a template
+// (pkg/util/names/names.go, GenerateBindingName, v1.18.2).
+func bindingName(kind scaleplanev1alpha1.TargetKind, name string) string {
+	return strings.ToLower(strings.ReplaceAll(name, ":", ".") + "-" + string(kind))
+}
+
+// reconcileFederated decides the federation mode. It returns done when the
+// AddonResizer is handled here (Karmada mode, or refused); otherwise the
+// plain-cluster path goes on. On a cluster that serves none of Karmada's
+// APIs it changes nothing in status, so existing AddonResizers there see no
+// difference.
+func (c *Controller) reconcileFederated(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (result, bool) {
+	apis, err := c.detector.apis(ctx)
+	if err != nil {
+		return result{outcome: outcomeError, err: err}, true
+	}
+	if !apis.any() && c.wouldCountNoNodes(s) {
+		// Zero Nodes is what karmada-apiserver has: make sure Karmada was
+		// not installed since discovery was last read, rather than size
+		// the add-on to its base from a remembered answer.
+		if apis, err = c.detector.fresh(ctx); err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+	}
+	mode := federationOf(&ar.Spec, apis)
+	if mode == scaleplanev1alpha1.FederationKarmada {
+		status.Federation = mode
+		if !apis.all() {
+			msg := "Karmada mode needs Karmada's APIs; the API server does not serve " + apis.missing()
+			setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonKarmadaAPIsMissing, msg, ar.Generation, now)
+			setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonKarmadaAPIsMissing, msg+"; nothing is written", ar.Generation, now)
+			return result{outcome: outcomeError, requeue: discoveryInterval}, true
+		}
+		ok, err := c.karmadaReady()
+		if err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+		if !ok {
+			return result{wait: cacheRetry}, true
+		}
+		return c.reconcileKarmada(ctx, ar, s, status, now), true
+	}
+	if !apis.any() {
+		return result{}, false
+	}
+	// Federation None on a Karmada control plane: counted here, as asked,
+	// but never from an API server with no Nodes, and what Karmada mode
+	// wrote is removed.
+	status.Federation = mode
+	clearKarmadaStatus(status)
+	if apis.all() {
+		ok, err := c.karmadaReady()
+		if err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+		if !ok {
+			return result{wait: cacheRetry}, true
+		}
+		if err := c.deleteOverridePolicy(ctx, ar, "federation is None"); err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+	}
+	if s.mode == scaleplanev1alpha1.NodeProportional && s.source == scaleplanev1alpha1.SourceAPIServer {
+		ready, err := c.counts.ready(s.mode)
+		if err != nil {
+			return result{outcome: outcomeError, err: err}, true
+		}
+		if !ready {
+			return result{wait: cacheRetry}, true
+		}
+		if c.counts.size(s.mode, ar.Namespace, nil) == 0 {
+			msg := "This API server serves Karmada's APIs and has no Nodes: federation None would size the add-on to its base; resources left as they are. Use federation Karmada (or Auto) to size it per member cluster"
+			setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonNoNodesOnKarmada, msg, ar.Generation, now)
+			setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonNoNodesOnKarmada, msg, ar.Generation, now)
+			return result{outcome: outcomeError}, true
+		}
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionTrue, reasonLocal,
+		"Sized from this API server's own "+s.unit()+", as federation None asks, although it serves Karmada's APIs", ar.Generation, now)
+	return result{}, false
+}
+
+// clearKarmadaStatus drops what Karmada mode records.
+func clearKarmadaStatus(status *scaleplanev1alpha1.AddonResizerStatus) {
+	status.MemberClusters, status.SizedClusters, status.OverridePolicy, status.Clusters = nil, nil, "", nil
+	meta.RemoveStatusCondition(&status.Conditions, scaleplanev1alpha1.ConditionOverrideExclusive)
+}
+
+// reconcileKarmada sizes the target per member cluster it is scheduled to
+// and writes the sizes as the AddonResizer's OverridePolicy. The template is
+// never written.
+func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	status.ClusterSize, status.Recommendation, status.PendingResize = nil, nil, nil
+	if s.mode == scaleplanev1alpha1.ContainerProportional {
+		msg := "ContainerProportional cannot be sized per member cluster: Karmada keeps no per-cluster container count (a Cluster's status counts nodes and resources, not containers); use NodeProportional. The OverridePolicy, if any, is kept as it is"
+		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		return result{outcome: outcomeError}
+	}
+	if inPlace(ar) {
+		msg := "updateMode InPlace cannot work on Karmada: the control plane runs no pods to resize, and the sizes reach the members through an OverridePolicy, as a rollout of each member's copy; use updateMode Rollout. The OverridePolicy, if any, is kept as it is"
+		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
+		return result{outcome: outcomeError}
+	}
+	w, err := c.cachedTarget(ar.Namespace, s.target)
+	if err != nil {
+		if !isGone(err) {
+			return result{outcome: outcomeError, err: fmt.Errorf("reading the target of %s: %w", klog.KObj(ar), err)}
+		}
+		targetMissing(status, ar, s.target, err, now)
+		return result{outcome: outcomeError}
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionTargetFound, metav1.ConditionTrue, reasonFound, w.String()+" found", ar.Generation, now)
+	index := containerIndex(w.template, s.container)
+	if index < 0 {
+		containerMissing(status, ar, s, w, now)
+		return result{outcome: outcomeError}
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionTrue, reasonFound, fmt.Sprintf("Container %q found", s.container), ar.Generation, now)
+	if rivals := c.rivals(ar, s); len(rivals) > 0 {
+		ambiguousCondition(status, ar, s, w, rivals, now)
+		return result{outcome: outcomeError}
+	}
+
+	placed, err := c.placement(ar.Namespace, s.target)
+	if err != nil {
+		return result{outcome: outcomeError, err: err}
+	}
+	base := w.template.Spec.Containers[index].Resources
+	prev := map[string]*scaleplanev1alpha1.MemberClusterStatus{}
+	for i := range status.Clusters {
+		prev[status.Clusters[i].Name] = &status.Clusters[i]
+	}
+	var (
+		members []scaleplanev1alpha1.MemberClusterStatus
+		requeue time.Duration
+		changed []string
+		sized   int32
+	)
+	for _, name := range placed {
+		cluster, err := c.karmada.clusters.Get(name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return result{outcome: outcomeError, err: err}
+		}
+		if err != nil {
+			cluster = nil
+		}
+		d := decideMember(name, prev[name], cluster, base, s, now)
+		members = append(members, d.status)
+		requeue = minPositive(requeue, d.requeue)
+		if d.changed {
+			changed = append(changed, name+": "+describe(d.changes, s.setLimits))
+			status.LastChangeTime = d.status.LastChangeTime
+		}
+		if d.status.State == scaleplanev1alpha1.MemberSized {
+			sized++
+		}
+	}
+	status.Clusters = members
+	status.MemberClusters = ptr.To(int32(len(placed)))
+	status.SizedClusters = ptr.To(sized)
+	setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionTrue, reasonKarmada,
+		"Sized per member cluster from its Cluster's status.nodeSummary.totalNum, through an OverridePolicy", ar.Generation, now)
+
+	c.foreignCondition(ar, w, index, status, now)
+	// Set from the members first; a failed or refused write of the
+	// OverridePolicy then says so instead.
+	upToDateOfMembers(ar, status, members, now)
+	if err := c.writeOverridePolicy(ctx, ar, w, index, members, status, now); err != nil {
+		return result{outcome: outcomeError, err: err, requeue: requeue}
+	}
+	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil &&
+		(cond.Reason == reasonOverridePolicyFailed || cond.Reason == reasonOverridePolicyTaken) {
+		// Forbidden, invalid or someone else's name: no event will say when
+		// that is fixed, so look again in a while.
+		return result{outcome: outcomeError, requeue: minPositive(requeue, policyRetry)}
+	}
+	if len(changed) > 0 {
+		c.recorder.Eventf(ar, corev1.EventTypeNormal, eventResized, "Resized %s %q per member cluster: %s", w, s.container, strings.Join(changed, "; "))
+	}
+	outcome := outcomeWithinThreshold
+	if len(changed) > 0 {
+		outcome = outcomeResized
+	}
+	return result{outcome: outcome, requeue: requeue}
+}
+
+// placement returns the member clusters the template is scheduled to, in
+// name order, from its ResourceBinding; none when it has no binding (not
+// propagated yet, or no longer).
+func (c *Controller) placement(namespace string, ref scaleplanev1alpha1.TargetReference) ([]string, error) {
+	rb, err := c.karmada.bindings.ResourceBindings(namespace).Get(bindingName(ref.Kind, ref.Name))
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rb.Spec.Resource.Kind != string(ref.Kind) || rb.Spec.Resource.Name != ref.Name {
+		return nil, nil
+	}
+	var names []string
+	for _, tc := range rb.Spec.Clusters {
+		if tc.Name != "" && !slices.Contains(names, tc.Name) {
+			names = append(names, tc.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// upToDateOfMembers sets UpToDate from the members' states.
+func upToDateOfMembers(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, members []scaleplanev1alpha1.MemberClusterStatus, now time.Time) {
+	if len(members) == 0 {
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonNotScheduled,
+			"The template has no ResourceBinding with scheduled clusters: nothing to size", ar.Generation, now)
+		return
+	}
+	var postponed, notCurrent []string
+	for _, m := range members {
+		switch m.State {
+		case scaleplanev1alpha1.MemberPostponed:
+			postponed = append(postponed, m.Name)
+		case scaleplanev1alpha1.MemberStale, scaleplanev1alpha1.MemberUnknown:
+			notCurrent = append(notCurrent, m.Name+" ("+m.Message+")")
+		}
+	}
+	switch {
+	case len(notCurrent) > 0:
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonClustersNotCurrent,
+			"Not resized while their status is not current: "+strings.Join(notCurrent, "; "), ar.Generation, now)
+	case len(postponed) > 0:
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonPostponed,
+			"A delay holds changes back for "+strings.Join(postponed, ", ")+" (status.clusters says until when)", ar.Generation, now)
+	default:
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonAllClustersSized,
+			fmt.Sprintf("All %d member clusters are held at their recommendation", len(members)), ar.Generation, now)
+	}
+}
+
+// foreignCondition reports OverridePolicies of others that override the
+// same container's resources.
+func (c *Controller) foreignCondition(ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) {
+	policies, err := c.karmada.policies.OverridePolicies(ar.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	tmplLabels := c.targetLabels(w)
+	var foreign []string
+	for _, p := range policies {
+		if metav1.IsControlledBy(p, ar) {
+			continue
+		}
+		if foreignOverride(p, w, tmplLabels, index) {
+			foreign = append(foreign, p.Name)
+		}
+	}
+	sort.Strings(foreign)
+	old := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionOverrideExclusive)
+	if len(foreign) == 0 {
+		setCondition(status, scaleplanev1alpha1.ConditionOverrideExclusive, metav1.ConditionTrue, reasonExclusive,
+			"No other OverridePolicy overrides the container's resources", ar.Generation, now)
+		return
+	}
+	msg := describeForeign(foreign)
+	if old == nil || old.Status != metav1.ConditionFalse || old.Message != msg {
+		c.recorder.Event(ar, corev1.EventTypeWarning, reasonForeignOverride, msg)
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionOverrideExclusive, metav1.ConditionFalse, reasonForeignOverride, msg, ar.Generation, now)
+}
+
+// targetLabels returns the template object's own labels, which resource
+// selectors match.
+func (c *Controller) targetLabels(w *workload) map[string]string {
+	var m metav1.Object
+	var err error
+	switch w.kind {
+	case scaleplanev1alpha1.TargetKindDeployment:
+		m, err = c.deployments.Deployments(w.namespace).Get(w.name)
+	case scaleplanev1alpha1.TargetKindStatefulSet:
+		m, err = c.statefulSets.StatefulSets(w.namespace).Get(w.name)
+	case scaleplanev1alpha1.TargetKindDaemonSet:
+		m, err = c.daemonSets.DaemonSets(w.namespace).Get(w.name)
+	}
+	if err != nil || m == nil {
+		return nil
+	}
+	return m.GetLabels()
+}
+
+// writeOverridePolicy creates, updates or deletes the AddonResizer's
+// OverridePolicy so that it holds each member at its size; it writes
+// nothing when the stored policy already says so.
+func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, members []scaleplanev1alpha1.MemberClusterStatus, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) error {
+	desired := desiredOverridePolicy(ar, w, index, members)
+	name := overridePolicyName(ar)
+	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		stored = nil
+	}
+	if stored != nil && !metav1.IsControlledBy(stored, ar) {
+		msg := fmt.Sprintf("OverridePolicy %s/%s exists and is not controlled by this AddonResizer; the resizer does not write it. Delete or rename it", ar.Namespace, name)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyTaken, msg, ar.Generation, now)
+		status.OverridePolicy = ""
+		return nil
+	}
+	policies := c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace)
+	opts := metav1.CreateOptions{FieldManager: fieldManager}
+	switch {
+	case desired == nil && stored == nil:
+		status.OverridePolicy = ""
+		return nil
+	case desired == nil:
+		status.OverridePolicy = ""
+		return c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own")
+	case stored == nil:
+		writes.WithLabelValues(writeOverridePolicy).Inc()
+		if _, err := policies.Create(ctx, desired, opts); err != nil {
+			return c.policyFailed(ar, status, "creating", err, now)
+		}
+	case needsUpdate(stored, desired):
+		updated := stored.DeepCopy()
+		updated.Spec = desired.Spec
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[managedByLabel] = managedByValue
+		updated.OwnerReferences = desired.OwnerReferences
+		writes.WithLabelValues(writeOverridePolicy).Inc()
+		if _, err := policies.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return c.policyFailed(ar, status, "updating", err, now)
+		}
+	default:
+		status.OverridePolicy = name
+		return nil
+	}
+	status.OverridePolicy = name
+	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyWritten, "OverridePolicy %s holds %d member clusters at their size", name, len(desired.Spec.OverrideRules))
+	return nil
+}
+
+func (c *Controller) policyFailed(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, verb string, err error, now time.Time) error {
+	msg := fmt.Sprintf("%s OverridePolicy %s/%s failed: %v", verb, ar.Namespace, overridePolicyName(ar), err)
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyFailed, msg, ar.Generation, now)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		// Retrying will not help until someone acts; the condition says why.
+		return nil
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// deleteOverridePolicy deletes the AddonResizer's OverridePolicy if it
+// exists and the AddonResizer controls it. Garbage collection removes it
+// too when the AddonResizer is deleted; this covers a change of mode or
+// placement, and a control plane without a garbage collector.
+func (c *Controller) deleteOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, why string) error {
+	name := overridePolicyName(ar)
+	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(stored, ar) {
+		return nil
+	}
+	writes.WithLabelValues(writeOverridePolicy).Inc()
+	err = c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting OverridePolicy %s/%s (%s): %w", ar.Namespace, name, why, err)
+	}
+	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyDeleted, "OverridePolicy %s deleted: %s", name, why)
+	return nil
+}
+
+// forgetFederated deletes the OverridePolicy of a deleted AddonResizer when
+// its controller is an AddonResizer of that name (none exists any more):
+// garbage collection does it too where a garbage collector runs.
+func (c *Controller) forgetFederated(ctx context.Context, key cache.ObjectName) error {
+	k := c.karmada
+	k.mu.Lock()
+	started := k.started
+	k.mu.Unlock()
+	if !started {
+		return nil
+	}
+	name := policyNameFor(key.Name)
+	stored, err := k.policies.OverridePolicies(key.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ref := metav1.GetControllerOf(stored)
+	if ref == nil || ref.Kind != "AddonResizer" || ref.Name != key.Name || ref.APIVersion != scaleplanev1alpha1.SchemeGroupVersion.String() {
+		return nil
+	}
+	writes.WithLabelValues(writeOverridePolicy).Inc()
+	err = c.client.PolicyV1alpha1().OverridePolicies(key.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting OverridePolicy %s/%s of a deleted AddonResizer: %w", key.Namespace, name, err)
+	}
+	return nil
+}
+
+// setUpFederation adds what the Karmada mode needs to a new controller: the
+// discovery reader and the (not yet started) Karmada caches, and the member
+// index on the AddonResizer informer.
+func (c *Controller) setUpFederation(arInformer cache.SharedIndexInformer, d discovery.DiscoveryInterface) error {
+	c.detector = newAPIDetector(d, c.clock)
+	c.karmada = &karmadaCaches{client: c.client}
+	if err := arInformer.AddIndexers(cache.Indexers{indexMember: indexByMember}); err != nil {
+		return fmt.Errorf("adding the AddonResizer member index: %w", err)
+	}
+	return nil
+}
+
+// The Karmada mode's reasons of UpToDate=False that a user must act on are
+// Warning events too, sent when the condition turns to them (status.go).
+func init() {
+	warningReasons = append(warningReasons, reasonNoNodesOnKarmada, reasonUnsupportedOnKarmada, reasonKarmadaAPIsMissing,
+		reasonOverridePolicyFailed, reasonOverridePolicyTaken, reasonClustersNotCurrent)
+}
+
+// wouldCountNoNodes tells whether the plain-cluster path would size s from
+// zero Nodes (false while the node count is not known yet).
+func (c *Controller) wouldCountNoNodes(s settings) bool {
+	if s.mode != scaleplanev1alpha1.NodeProportional || s.source != scaleplanev1alpha1.SourceAPIServer {
+		return false
+	}
+	ready, err := c.counts.ready(s.mode)
+	return err == nil && ready && c.counts.size(s.mode, "", nil) == 0
+}
