@@ -83,5 +83,11 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(clusterSizeGauge, decisions, writes, inPlacePods)
+		// Every outcome is exported from the start, at zero: an alert on
+		// increase() sees no increase in a series whose first sample is
+		// already 1, so the first error would page no one.
+		for _, o := range []string{outcomeResized, outcomeWithinThreshold, outcomePostponed, outcomeError} {
+			decisions.WithLabelValues(o).Add(0)
+		}
 	})
 }
