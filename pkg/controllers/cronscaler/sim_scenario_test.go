@@ -64,6 +64,10 @@ type scenario struct {
 	secondController bool
 	objects          int
 	uniq             int
+	// sharedTarget and sharedSchedule are those of two objects sharing an
+	// autoscaler (see shareAutoscaler).
+	sharedTarget   simTarget
+	sharedSchedule string
 }
 
 // Days with a daylight-saving change at about 12 hours in (and one
@@ -118,9 +122,18 @@ func generateScenario(s *sim, days float64) *scenario {
 	sc.objects = 2 + rng.IntN(4)
 
 	// Objects, all there at the start; more come as some are re-created.
+	// Sometimes the first two share an autoscaler on one schedule, one
+	// setting its minReplicas, the other its maxReplicas.
+	shared := rng.Float64() < 0.3
 	for i := range sc.objects {
 		name := fmt.Sprintf("cron-%d", i)
-		sc.add(sc.begin, "create "+name, func() { s.srv.createCron(sc.newCron(name)) })
+		sc.add(sc.begin, "create "+name, func() {
+			obj := sc.newCron(name)
+			if shared && i < 2 {
+				sc.shareAutoscaler(obj, i)
+			}
+			s.srv.createCron(obj)
+		})
 	}
 
 	// Leader terms.
@@ -489,4 +502,21 @@ func (srv *simServer) exists(name string) bool {
 	defer srv.mu.Unlock()
 	_, ok := srv.crons[name]
 	return ok
+}
+
+// shareAutoscaler makes obj the i-th of two objects on one autoscaler and
+// schedule: the first sets minReplicas, the second maxReplicas.
+func (sc *scenario) shareAutoscaler(obj *autoscalingv1alpha1.CronFederatedHPA, i int) {
+	if sc.sharedTarget == "" {
+		sc.sharedTarget = []simTarget{simHPA, simFHPA, simLWS}[sc.s.rng.IntN(3)]
+		sc.sharedSchedule = []string{"*/5 * * * *", "*/10 * * * *", "0 * * * *", "*/15 * * * 1-5"}[sc.s.rng.IntN(4)]
+	}
+	mode := []string{modeMin, modeMax}[i]
+	obj.Annotations["sim/mode"] = mode
+	obj.Spec.ScaleTargetRef = sc.sharedTarget.ref()
+	for j := range obj.Spec.Rules {
+		obj.Spec.Rules[j].Schedule = sc.sharedSchedule
+		obj.Spec.Rules[j].TimeZone = ptr.To("UTC")
+		sc.setValues(&obj.Spec.Rules[j], mode)
+	}
 }

@@ -158,6 +158,12 @@ type statusCommit struct {
 	status  autoscalingv1alpha1.CronFederatedHPAStatus
 }
 
+type lostWrite struct {
+	at   time.Time
+	proc *simProc
+	uid  types.UID
+}
+
 type watchEvent struct {
 	at      time.Time
 	deleted bool
@@ -189,6 +195,8 @@ type simServer struct {
 	versions map[types.UID][]*specVersion
 	fields   map[string][]fieldChange
 	statuses []statusCommit
+	// lostStatus are the status writes committed whose answer was lost.
+	lostStatus []lostWrite
 	// foreign are the status writes of the second cron controller.
 	foreign map[types.UID][]time.Time
 	uids    int
@@ -533,6 +541,9 @@ func (srv *simServer) react(p *simProc, metadata bool) clienttesting.ReactionFun
 			case r < f.fail+f.lost && write:
 				obj, err := srv.serve(p, action, metadata)
 				s.stats.lost++
+				if u, ok := obj.(interface{ GetUID() types.UID }); ok && err == nil && action.GetSubresource() == "status" {
+					srv.lostStatus = append(srv.lostStatus, lostWrite{at: now, proc: p, uid: u.GetUID()})
+				}
 				if err == nil && obj != nil {
 					if s.rng.IntN(2) == 0 {
 						return true, nil, errReset

@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"flag"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -72,8 +73,8 @@ func TestSim(t *testing.T) {
 		mustRun += o.mustRun
 		if len(o.violations) > 0 {
 			failed++
-			t.Errorf("seed %d: %d violations; replay: go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=%d -sim.days=%g -sim.v\n%s",
-				seed, len(o.violations), seed, *simDays, summarize(o.violations, *simV))
+			t.Errorf("seed %d: %d violations (%s); replay: go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=%d -sim.days=%g -sim.v\n%s",
+				seed, len(o.violations), knownCases(o.violations), seed, *simDays, summarize(o.violations, *simV))
 		}
 		if *simV {
 			t.Log(s.describe())
@@ -192,4 +193,23 @@ func ptrInt(p *int32) string {
 		return "-"
 	}
 	return fmt.Sprint(*p)
+}
+
+// knownCases lists the known cases of issue 26 the violations were tagged
+// with (see mustRunTag), and how many were not.
+func knownCases(violations []string) string {
+	cases := map[string]int{}
+	for _, v := range violations {
+		tag := "untagged"
+		if i := strings.Index(v, "[case "); i >= 0 {
+			tag = v[i+1 : i+7]
+		}
+		cases[tag]++
+	}
+	var out []string
+	for tag, n := range cases {
+		out = append(out, fmt.Sprintf("%s: %d", tag, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
