@@ -59,7 +59,7 @@ func stripForCache(obj any) (any, error) {
 
 // newestEntries keeps, without field sets, the newest managedFields entry of
 // the object itself and the newest of its status subresource: all that
-// lastSpecChange and statusManager read. Entries of other subresources are
+// lastSpecChange and newestStatusWrite read. Entries of other subresources are
 // dropped (a CronFederatedHPA has none but status).
 func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	var object, status *metav1.ManagedFieldsEntry

@@ -63,8 +63,8 @@ func TestStripForCache(t *testing.T) {
 	if at := lastSpecChange(got, metav1Time("2024-05-02 00:00:00").Time); !at.Equal(metav1Time("2024-05-01 07:00:00").Time) {
 		t.Errorf("lastSpecChange of the cached object = %v; want 07:00, as on the whole object", at)
 	}
-	if m := statusManager(got); m != FieldManager {
-		t.Errorf("statusManager of the cached object = %q; want %q, as on the whole object", m, FieldManager)
+	if m, _ := newestStatusWrite(got); m != FieldManager {
+		t.Errorf("newestStatusWrite of the cached object = %q; want %q, as on the whole object", m, FieldManager)
 	}
 	if _, ok := got.Annotations[lastAppliedAnnotation]; ok || got.Annotations["team"] != "web" {
 		t.Errorf("annotations %v; want the last-applied copy dropped, the rest kept", got.Annotations)

@@ -140,6 +140,8 @@ type Controller struct {
 	writers *statusWriters
 	// autoscalers finds the HPAs and FederatedHPAs that scale a target.
 	autoscalers *autoscalers
+	// targets counts the objects per target (see yieldToOtherObjects).
+	targets *targetCounts
 }
 
 // FieldManager names the cron-scaler in the managedFields of what it
@@ -215,8 +217,23 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		counts:       newWatchCounts(),
 		writers:      newStatusWriters(),
 		autoscalers:  &autoscalers{},
+		targets:      newTargetCounts(),
 	}
-	synced := []cache.InformerSynced{cfg.Informer.Informer().HasSynced}
+	publishStoredFields(c.stored)
+	if err := cfg.Informer.Informer().SetTransform(stripForCache); err != nil {
+		return nil, fmt.Errorf("setting the CronFederatedHPA cache's transform: %w", err)
+	}
+	registration, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onAdd(ctx, obj) },
+		UpdateFunc: func(oldObj, newObj any) { c.onUpdate(ctx, oldObj, newObj) },
+		DeleteFunc: func(obj any) { c.onDelete(ctx, obj) },
+	}, cache.HandlerOptions{Logger: ptrTo(klog.FromContext(ctx))})
+	if err != nil {
+		return nil, fmt.Errorf("registering the CronFederatedHPA event handlers: %w", err)
+	}
+	// The handlers' own sync, not the informer's: the first syncs must find
+	// every listed object counted by its target (see yieldToOtherObjects).
+	synced := []cache.InformerSynced{registration.HasSynced}
 	for _, a := range []struct {
 		informer cache.SharedIndexInformer
 		kind     string
@@ -236,17 +253,6 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 			}
 		}
 		return true
-	}
-	publishStoredFields(c.stored)
-	if err := cfg.Informer.Informer().SetTransform(stripForCache); err != nil {
-		return nil, fmt.Errorf("setting the CronFederatedHPA cache's transform: %w", err)
-	}
-	if _, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onAdd(ctx, obj) },
-		UpdateFunc: func(oldObj, newObj any) { c.onUpdate(ctx, oldObj, newObj) },
-		DeleteFunc: func(obj any) { c.onDelete(ctx, obj) },
-	}, cache.HandlerOptions{Logger: ptrTo(klog.FromContext(ctx))}); err != nil {
-		return nil, fmt.Errorf("registering the CronFederatedHPA event handlers: %w", err)
 	}
 	return c, nil
 }

@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
@@ -34,6 +35,7 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 		return
 	}
 	c.counts.add(len(cron.Spec.Rules))
+	c.targets.add(cron, 1)
 	c.queue.Add(cache.MetaObjectToName(cron))
 }
 
@@ -42,7 +44,7 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 // old target must not land on the new one), a rule whose schedule or time
 // zone changed, a rule that was resumed (what it skipped while suspended is
 // not replayed), and a rule that was added (it exists from the moment it is
-// seen). Updates of status alone (the controller's own writes) also enqueue:
+// added); each from when the change was made (see changeMade). Updates of status alone (the controller's own writes) also enqueue:
 // that sync is cheap, writes nothing, and lets the in-process memory drop
 // what the cache has caught up with.
 func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
@@ -57,17 +59,35 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 	}
 	key := cache.MetaObjectToName(newCron)
 	c.counts.update(len(oldCron.Spec.Rules), len(newCron.Spec.Rules))
+	c.targets.add(oldCron, -1)
+	c.targets.add(newCron, 1)
 	if oldCron.UID == newCron.UID && !sameStatus(oldCron.Status, newCron.Status) {
 		c.writers.saw(key, newCron)
 	}
 	if oldCron.UID == newCron.UID {
 		all, rules := replanned(oldCron, newCron)
 		if all || len(rules) > 0 {
-			klog.FromContext(ctx).V(2).Info("Rules re-planned from now after a spec change", "cronFederatedHPA", klog.KObj(newCron), "all", all, "rules", rules)
-			c.memory.markReplan(key, newCron.UID, all, rules, c.clock.Now())
+			at := changeMade(newCron, c.clock.Now())
+			klog.FromContext(ctx).V(2).Info("Rules re-planned after a spec change", "cronFederatedHPA", klog.KObj(newCron), "all", all, "rules", rules, "changed", at)
+			c.memory.markReplan(key, newCron.UID, all, rules, at)
 		}
 	}
 	c.queue.Add(key)
+}
+
+// changeMade is when a change the watch delivered at now was made: the
+// newest time of a write other than a status write in the object's
+// managedFields (see lastSpecChange), now without them. An edit made just
+// before a slot and delivered just after it is thus planned from before the
+// slot, whose first slot of the new plan runs (issue 26, case 3). The
+// apiserver keeps seconds: an edit in the slot's own second reads as the
+// slot's time and is planned from there, so the slot, which it may have
+// followed, is not the new plan's.
+func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
+	if at := lastSpecChange(obj, now); !at.IsZero() {
+		return at
+	}
+	return now
 }
 
 // replanned returns whether every rule must be planned again, or which ones.
@@ -105,6 +125,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	}
 	key := cache.MetaObjectToName(cron)
 	c.counts.remove(len(cron.Spec.Rules))
+	c.targets.add(cron, -1)
 	c.memory.forget(key)
 	c.deferred.forget(key)
 	c.writers.forget(key)

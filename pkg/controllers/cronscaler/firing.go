@@ -38,12 +38,17 @@ type firing struct {
 	err error
 	// won are the fields this firing sets that no later firing sets.
 	won values
+	// yielded is the latest slot of another object on the target that
+	// took a field of this firing (see yieldToOtherObjects).
+	yielded laterSlot
 }
 
 // fire records missed scheduled times and runs the due firings with one
 // write to the target. When several due firings set the same field (after
 // downtime, say), the latest scheduled one wins and the others are recorded
-// as superseded, so the target does not flap through stale values.
+// as superseded, so the target does not flap through stale values; a later
+// slot of another object on the same target wins too (see
+// yieldToOtherObjects).
 //
 // A transient failure of the target write (a 5xx, a timeout, a webhook that
 // is down) is retried while the firings may still run: each attempt's reason
@@ -69,6 +74,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	}
 	// Oldest first; among equal times, spec order.
 	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.due.Before(due[j].plan.due) })
+	c.yieldToOtherObjects(obj, due, now)
 	merged := mergeFirings(due)
 
 	var applyErr error
@@ -227,6 +233,9 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case f.err != nil:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		fail(resultFailed, reasonScaleFailed, f.err.Error())
+	case f.won == (values{}) && f.vals == (values{}):
+		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: %s sets the same field of %s and was applied or is due instead",
+			f.yielded.desc, t))
 	case f.won == (values{}):
 		by := latestSetting(f, due)
 		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied instead",

@@ -17,6 +17,8 @@ limitations under the License.
 package cronscaler
 
 import (
+	"encoding/json"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -66,6 +68,17 @@ type statusWriters struct {
 type writerLog struct {
 	// own are the resourceVersions this process's status writes stored.
 	own []string
+	// unacked are the digests (see statusDigest) of status writes of this
+	// process that failed in a way that may have stored them all the same
+	// (see mayHaveCommitted); a seen change of the same status is this
+	// process's own. Each is kept until such a change is seen or a later
+	// write of this process is: the watch delivers changes in order.
+	unacked []unackedWrite
+	// writes counts this process's status writes on the object, to order
+	// unacked writes and own ones.
+	writes uint64
+	// ownSeq are the counts of the writes in own.
+	ownSeq []uint64
 	// seen are status changes the informer showed, not compared yet.
 	seen []seenWrite
 	// reported is when each other writer was last reported; nil until one
@@ -76,6 +89,8 @@ type writerLog struct {
 type seenWrite struct {
 	resourceVersion string
 	manager         string
+	// at is the time of the write (managedFields keep seconds).
+	at time.Time
 }
 
 func newStatusWriters() *statusWriters {
@@ -91,30 +106,89 @@ func (w *statusWriters) log(key cache.ObjectName) *writerLog {
 	return l
 }
 
+// unackedWrite is a status write whose answer was lost.
+type unackedWrite struct {
+	digest uint64
+	seq    uint64
+}
+
 // wrote records a status write of this process, stored at rv.
 func (w *statusWriters) wrote(key cache.ObjectName, rv string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
+	l.writes++
 	l.own = append(l.own, rv)
+	l.ownSeq = append(l.ownSeq, l.writes)
 	if len(l.own) > maxOwnWrites {
 		l.own = l.own[len(l.own)-maxOwnWrites:]
+		l.ownSeq = l.ownSeq[len(l.ownSeq)-maxOwnWrites:]
 	}
 }
 
-// saw records a status change the informer showed.
+// unacknowledged records a status write of this process that failed but
+// may have been stored (see mayHaveCommitted): an etcd timeout after the
+// commit, a connection reset on the way back. Its resourceVersion is
+// unknown, so the change the watch delivers for it is told by its content
+// (issue 26, case 6).
+func (w *statusWriters) unacknowledged(key cache.ObjectName, status autoscalingv1alpha1.CronFederatedHPAStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.log(key)
+	l.writes++
+	l.unacked = append(l.unacked, unackedWrite{digest: statusDigest(status), seq: l.writes})
+	if len(l.unacked) > maxOwnWrites {
+		l.unacked = l.unacked[len(l.unacked)-maxOwnWrites:]
+	}
+}
+
+// saw records a status change the informer showed. A change to a status
+// this process sent without getting an answer is its own.
 func (w *statusWriters) saw(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
-	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: statusManager(obj)})
+	manager, at := newestStatusWrite(obj)
+	if manager == FieldManager && len(l.unacked) > 0 {
+		d := statusDigest(obj.Status)
+		if i := slices.IndexFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d }); i >= 0 {
+			// The watch delivers in order: the unacknowledged writes
+			// before it were not stored, or were shown before.
+			l.unacked = l.unacked[i+1:]
+			w.prune(key, l)
+			return
+		}
+	}
+	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: manager, at: at})
+}
+
+// statusDigest is a digest of the status as the apiserver stores it (see
+// normalize): 8 bytes per unacknowledged write instead of a copy of it.
+func statusDigest(status autoscalingv1alpha1.CronFederatedHPAStatus) uint64 {
+	b, err := json.Marshal(normalize(status))
+	if err != nil {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
 }
 
 // others returns the writers of the seen changes this process did not make,
 // and forgets what it compared. A sync calls it holding the object's lock,
 // which every status write of the object holds too: a write of this process
 // whose change the informer showed has returned, and is in own.
-func (w *statusWriters) others(key cache.ObjectName) []string {
+//
+// A write by the cron-scaler's own field manager made before this process
+// started (started) is its predecessor's, not a second controller's: a new
+// leader's first list may be older than the last status write of the leader
+// before it (client-go lists from the apiserver's watch cache), and the
+// watch then delivers that write as a change this process did not make
+// (issue 26, case 5). managedFields keep seconds: a write in the second this
+// process started counts as the predecessor's, so a second scaleplane is
+// reported from its first write after that second (at its next slot at the
+// latest).
+func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.objects[key]
@@ -124,7 +198,15 @@ func (w *statusWriters) others(key cache.ObjectName) []string {
 	var out []string
 	for _, s := range l.seen {
 		if i := slices.Index(l.own, s.resourceVersion); i >= 0 {
+			// The watch delivers in order: an unacknowledged write made
+			// before this one was not stored, or was shown before.
+			seq := l.ownSeq[i]
+			l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.seq < seq })
 			l.own = slices.Delete(l.own, i, i+1)
+			l.ownSeq = slices.Delete(l.ownSeq, i, i+1)
+			continue
+		}
+		if s.manager == FieldManager && !s.at.IsZero() && !s.at.After(started.Truncate(time.Second)) {
 			continue
 		}
 		if !slices.Contains(out, s.manager) {
@@ -132,12 +214,17 @@ func (w *statusWriters) others(key cache.ObjectName) []string {
 		}
 	}
 	l.seen = nil
-	if len(l.own) == 0 && len(l.reported) == 0 {
-		// Every write compared, no writer to remember: at 100,000 objects
-		// an entry kept per object would be megabytes.
+	w.prune(key, l)
+	return out
+}
+
+// prune drops the object's log once every write is compared and no writer
+// is to be remembered: at 100,000 objects an entry kept per object would be
+// megabytes.
+func (w *statusWriters) prune(key cache.ObjectName, l *writerLog) {
+	if len(l.own) == 0 && len(l.unacked) == 0 && len(l.seen) == 0 && len(l.reported) == 0 {
 		delete(w.objects, key)
 	}
-	return out
 }
 
 // shouldReport says whether manager's writes on the object are to be
@@ -162,9 +249,9 @@ func (w *statusWriters) forget(key cache.ObjectName) {
 	delete(w.objects, key)
 }
 
-// statusManager is the field manager of the object's newest status write,
-// as its managedFields say; "unknown" without them.
-func statusManager(obj *autoscalingv1alpha1.CronFederatedHPA) string {
+// newestStatusWrite is the manager and time of the object's newest status
+// write, as its managedFields say; "unknown" and zero without them.
+func newestStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) (string, time.Time) {
 	manager := "unknown"
 	var newest time.Time
 	for _, f := range obj.ManagedFields {
@@ -175,14 +262,14 @@ func statusManager(obj *autoscalingv1alpha1.CronFederatedHPA) string {
 			manager, newest = f.Manager, f.Time.Time
 		}
 	}
-	return manager
+	return manager, newest
 }
 
 // reportOtherWriters reports the status writes of the object that this
 // process did not make (see statusWriters).
 func (c *Controller) reportOtherWriters(logger klog.Logger, obj *autoscalingv1alpha1.CronFederatedHPA) {
 	key := cache.MetaObjectToName(obj)
-	for _, manager := range c.writers.others(key) {
+	for _, manager := range c.writers.others(key, c.started) {
 		foreignStatusWrites.WithLabelValues(manager).Inc()
 		if !c.writers.shouldReport(key, manager, c.clock.Now()) {
 			continue

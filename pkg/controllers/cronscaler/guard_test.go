@@ -17,10 +17,16 @@ limitations under the License.
 package cronscaler
 
 import (
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -135,4 +141,126 @@ func (w *statusWriters) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.objects)
+}
+
+// Issue 26, case 5: a new leader whose first list is older than its
+// predecessor's last status write sees that write come in by the watch. The
+// predecessor is the same field manager and wrote before this process
+// started: it is not a second controller, and is not reported as one.
+func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 08:00:00.100"), "c") // the predecessor applies and records 08:00
+	h.clock.SetTime(utc("2024-05-01 08:00:01"))
+	h.newController()
+	// The new leader's first list missed the predecessor's last status
+	// write; the watch delivers it.
+	if err := h.indexer.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	counted := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
+		return v
+	}
+	start := counted()
+	h.syncAt(utc("2024-05-01 08:00:02"), "c")
+	for _, e := range h.events() {
+		if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+			t.Errorf("the predecessor's status write reported as another controller's: %q", e)
+		}
+	}
+	if got := counted() - start; got != 0 {
+		t.Errorf("foreign status writes counted %v; want 0", got)
+	}
+}
+
+// A second scaleplane (the same field manager, a Lease of its own) writing
+// after this process started is still reported.
+func TestSecondScaleplaneIsReported(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-05-01 07:00:01"), "c")
+	h.clock.SetTime(utc("2024-05-01 08:00:00.300"))
+	h.writeStatusAs(FieldManager, "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+		o.Status.ExecutionHistories[0].SuccessfulExecutions = []autoscalingv1alpha1.SuccessfulExecution{{
+			ScheduleTime: metaTime(utc("2024-05-01 08:00:00")), ExecutionTime: metaTime(utc("2024-05-01 08:00:00")),
+		}}
+	})
+	h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
+	h.expectEvent("Warning ManagedByAnotherController Status was written by " + FieldManager + " from another process")
+}
+
+// loseStatusWriteAnswers makes the next n status writes commit and then
+// fail with err, as a write whose answer is lost does (an etcd timeout after
+// the commit, a connection reset on the way back).
+func (h *harness) loseStatusWriteAnswers(n int, err error) {
+	h.client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" || n == 0 {
+			return false, nil, nil
+		}
+		n--
+		if _, _, commitErr := h.updateLikeAPIServer(action); commitErr != nil {
+			return true, nil, commitErr
+		}
+		return true, nil, err
+	})
+}
+
+// Issue 26, case 6: a status write that commits but whose answer is lost
+// is this process's own write when the watch delivers it, not another
+// controller's; and the firing it records is applied and recorded once.
+func TestStatusWriteWithLostAnswerIsOwn(t *testing.T) {
+	for name, lost := range map[string]error{
+		"etcd timeout":     apierrors.NewInternalError(errEtcdTimeout),
+		"connection reset": &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+			h.scales.set("deployments", "web", 1)
+			before := h.get("c")
+			h.syncAt(utc("2024-05-01 07:00:00"), "c")
+			h.c.onUpdate(h.ctx, before, h.get("c"))
+			h.syncAt(utc("2024-05-01 07:00:01"), "c")
+
+			h.loseStatusWriteAnswers(1, lost)
+			before = h.get("c")
+			if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err == nil {
+				t.Fatal("the status write whose answer was lost did not fail")
+			}
+			// The watch delivers the write that committed.
+			h.refresh()
+			h.c.onUpdate(h.ctx, before, h.get("c"))
+			counted := func() float64 {
+				v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
+				return v
+			}
+			start := counted()
+			h.syncAt(utc("2024-05-01 08:00:01"), "c")
+			h.drainRecords()
+			for _, e := range h.events() {
+				if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+					t.Errorf("the process's own write reported as another controller's: %q", e)
+				}
+			}
+			if got := counted() - start; got != 0 {
+				t.Errorf("foreign status writes counted %v; want 0", got)
+			}
+			if n := h.scales.updateCount(); n != 1 {
+				t.Errorf("%d target writes; want 1", n)
+			}
+			if n := h.c.writers.size(); n != 0 {
+				t.Errorf("the writers hold %d objects once the lost write was seen; want 0", n)
+			}
+			if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+				t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
+			}
+		})
+	}
 }

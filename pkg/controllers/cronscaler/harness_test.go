@@ -136,6 +136,11 @@ func (h *harness) newController() {
 	h.c = c
 	h.indexer = informer.Informer().GetIndexer()
 	h.refresh()
+	// The informer's first list hands every object to onAdd, which counts
+	// it by target (see yieldToOtherObjects); the queue is left to the test.
+	for _, o := range h.indexer.List() {
+		c.targets.add(o.(*autoscalingv1alpha1.CronFederatedHPA), 1)
+	}
 }
 
 // refresh makes the cache catch up with the clientset.

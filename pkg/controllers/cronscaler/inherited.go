@@ -39,8 +39,9 @@ import (
 // changed them, and the cron-scaler writes as FieldManager.
 //
 //   - The cron-scaler's entry owns a field the firing sets and says it was
-//     changed at or after the scheduled time: the predecessor applied it. It
-//     is recorded as applied, with that time, and not written again.
+//     changed at or after the scheduled time, and the target's fields hold
+//     the firing's values: the predecessor applied it. It is recorded as
+//     applied, with that time, and not written again (see confirmed).
 //   - Another manager owns such a field and changed it at or after the
 //     scheduled time: it is not applied, and recorded as failed with who
 //     changed what and when (the predecessor may have applied it first, and
@@ -76,6 +77,24 @@ type priorWrite struct {
 	// time (at), and fields what it owns of them.
 	by     string
 	fields []string
+}
+
+// confirmed keeps what managedFields say about an inherited firing only
+// where the target's fields hold the firing's values (holds). The
+// cron-scaler has one Update entry per target, whatever fields each write
+// changed, and it keeps owning what it set before: its time moving past the
+// slot says that the cron-scaler wrote the target since, not that it wrote
+// these values. Two objects on one HPA, one setting minReplicas and one
+// maxReplicas at the same slot, is such a case (issue 26, case 4): after the
+// first is written, the entry moved past the slot for the second too. So the
+// firing is taken as applied only if the values are there as well;
+// otherwise it is applied. Another manager's change is kept as it is: its
+// values are not the firing's, by design.
+func confirmed(w priorWrite, holds bool) priorWrite {
+	if w.applied && !holds {
+		return priorWrite{}
+	}
+	return w
 }
 
 // decided says whether the target must not be written.

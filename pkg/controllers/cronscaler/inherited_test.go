@@ -19,9 +19,12 @@ package cronscaler
 import (
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -131,8 +134,8 @@ func TestInheritedFiringNotAppliedRuns(t *testing.T) {
 }
 
 // The check reads an autoscaler target's managedFields from the read it
-// makes anyway: an HPA whose maxReplicas the cron-scaler set at the slot is
-// not updated again by the successor.
+// makes anyway: an HPA whose maxReplicas the cron-scaler set at the slot, and
+// which holds the slot's value, is not updated again by the successor.
 func TestInheritedFiringOnAnHPA(t *testing.T) {
 	obj := cron("c", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"), TargetMaxReplicas: ptr.To[int32](50)})
 	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "hpa"}
@@ -142,22 +145,21 @@ func TestInheritedFiringOnAnHPA(t *testing.T) {
 			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &at,
 			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:maxReplicas":{}}}`),
 		}}},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 40},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 50},
 	}
 	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, hpa)
 	h.syncAt(utc("2024-05-01 07:00:00"), "c")
 	h.clock.SetTime(utc("2024-05-01 08:00:01"))
 	h.newController()
+	h.kube.ClearActions()
 	h.syncAt(utc("2024-05-01 08:00:02"), "c")
-	got, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, a := range h.kube.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "horizontalpodautoscalers" {
+			t.Errorf("the successor wrote the HPA again: %v", a)
+		}
 	}
-	if got.Spec.MaxReplicas != 40 {
-		t.Errorf("maxReplicas = %d; the successor wrote the HPA again", got.Spec.MaxReplicas)
-	}
-	if e := h.history("c", "r").SuccessfulExecutions; len(e) != 1 {
-		t.Errorf("successful executions %+v; want 08:00 recorded", e)
+	if e := h.history("c", "r").SuccessfulExecutions; len(e) != 1 || !e[0].ExecutionTime.Time.Equal(at.Time) {
+		t.Errorf("successful executions %+v; want 08:00 recorded as applied at 08:00", e)
 	}
 }
 
@@ -233,4 +235,68 @@ func TestInheritedFiringPlansFromAFreshRead(t *testing.T) {
 			t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
 		}
 	})
+}
+
+// trackHPAManagedFields makes HPA updates in the fake clientset move the
+// time of the writer's managedFields entry to the clock's (in seconds), as
+// the apiserver does for a write that changes something: a field manager
+// has one Update entry, whatever fields each write changed, and it keeps
+// owning what it set before.
+func (h *harness) trackHPAManagedFields() {
+	h.kube.PrependReactor("update", "horizontalpodautoscalers", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		update := action.(clienttesting.UpdateActionImpl)
+		hpa := update.GetObject().(*autoscalingv2.HorizontalPodAutoscaler)
+		at := metav1.NewTime(h.clock.Now().UTC().Truncate(time.Second))
+		for i := range hpa.ManagedFields {
+			if hpa.ManagedFields[i].Manager == update.UpdateOptions.FieldManager {
+				hpa.ManagedFields[i].Time = &at
+			}
+		}
+		return false, nil, nil
+	})
+}
+
+// Issue 26, case 4: two CronFederatedHPAs on one HPA, one setting
+// minReplicas and the other maxReplicas, both due at 08:00, the controller
+// down from 07:55 to 08:05. The successor writes the first; the
+// cron-scaler's one managedFields entry on the HPA then says it changed the
+// HPA after 08:00, and owns maxReplicas from an earlier day: the second
+// firing must not be taken as applied on that alone, since maxReplicas does
+// not hold its value.
+func TestInheritedFiringsOfTwoObjectsOnOneHPA(t *testing.T) {
+	onHPA := func(name string, r autoscalingv1alpha1.CronFederatedHPARule) *autoscalingv1alpha1.CronFederatedHPA {
+		obj := cron(name, r)
+		obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "hpa"}
+		return obj
+	}
+	yesterday := metav1.NewTime(utc("2024-04-30 20:00:00"))
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpa", Namespace: ns, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &yesterday,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:maxReplicas":{},"f:minReplicas":{}}}`),
+		}}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 10},
+	}
+	h := newHarness(t, utc("2024-05-01 07:55:00"), hpa,
+		onHPA("min", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"), TargetMinReplicas: ptr.To[int32](5)}),
+		onHPA("max", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"), TargetMaxReplicas: ptr.To[int32](50)}))
+	h.trackHPAManagedFields()
+	h.syncAt(utc("2024-05-01 07:55:00"), "min")
+	h.syncAt(utc("2024-05-01 07:55:00"), "max")
+	h.clock.SetTime(utc("2024-05-01 08:05:00"))
+	h.newController()
+	h.syncAt(utc("2024-05-01 08:05:00"), "min")
+	h.syncAt(utc("2024-05-01 08:05:01"), "max")
+	got, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(got.Spec.MinReplicas, 0) != 5 || got.Spec.MaxReplicas != 50 {
+		t.Errorf("minReplicas %d, maxReplicas %d; want 5 and 50: both 08:00 firings applied", ptr.Deref(got.Spec.MinReplicas, 0), got.Spec.MaxReplicas)
+	}
+	for _, name := range []string{"min", "max"} {
+		if e := h.history(name, "r").SuccessfulExecutions; len(e) != 1 {
+			t.Errorf("%s: successful executions %+v; want 08:00", name, e)
+		}
+	}
 }

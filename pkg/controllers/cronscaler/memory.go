@@ -17,6 +17,7 @@ limitations under the License.
 package cronscaler
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -57,7 +58,7 @@ import (
 // value again, which is harmless.
 //
 // It also holds replan marks set by the event handlers (target changed, rule
-// added, resumed or rescheduled, with the time the change was seen) until a
+// added, resumed or rescheduled, with the time the change was made) until a
 // sync has planned from them, the
 // retries of firings that failed for a transient reason, and whether an
 // object was refused (duplicate rule names) at its current generation.
@@ -79,7 +80,8 @@ type objectMemory struct {
 	// cost a kilobyte each).
 	pending []autoscalingv1alpha1.ExecutionHistory
 	// replanAll and replan are when a change that invalidates the plan of
-	// every rule, or of the named ones, was seen; zero: none. replan and
+	// every rule, or of the named ones, was made (see changeMade); zero:
+	// none. replan and
 	// retries are nil while empty: most objects never need them.
 	replanAll time.Time
 	replan    map[string]time.Time
@@ -142,7 +144,7 @@ func (m *memory) forget(key cache.ObjectName) {
 }
 
 // markReplan asks the next sync to plan the named rules (all when all is
-// true) from the change seen at.
+// true) from the change made at.
 func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -190,14 +192,7 @@ func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	case o == nil:
 		return cached, false
 	case len(o.pending) > 0:
-		for i := range o.pending {
-			h := o.pending[i].DeepCopy()
-			if j := historyIndex(cached, h.RuleName); j >= 0 {
-				cached.ExecutionHistories[j] = *h
-			} else {
-				cached.ExecutionHistories = append(cached.ExecutionHistories, *h)
-			}
-		}
+		mergePending(cached, o.pending)
 		// Kept until a write succeeds (setWritten) or the cache shows them
 		// (settled).
 		return cached, false
@@ -207,6 +202,50 @@ func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	o.written, o.writtenRV = nil, ""
 	m.prune(key, o)
 	return cached, false
+}
+
+// peek returns the status base would plan from, without changing anything:
+// the pending histories merged over the cached status, or the status last
+// written when the cache does not show it yet, or the cached status. It is
+// how another object's sync reads this one (see yieldToOtherObjects).
+func (m *memory) peek(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) *autoscalingv1alpha1.CronFederatedHPAStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cached := obj.Status.DeepCopy()
+	o := m.objects[key]
+	switch {
+	case o == nil || o.uid != obj.UID:
+		return cached
+	case len(o.pending) > 0:
+		mergePending(cached, o.pending)
+		return cached
+	case o.written != nil && obj.ResourceVersion != o.writtenRV:
+		return o.written.DeepCopy()
+	}
+	return cached
+}
+
+// mergePending puts the pending histories over those of status.
+func mergePending(status *autoscalingv1alpha1.CronFederatedHPAStatus, pending []autoscalingv1alpha1.ExecutionHistory) {
+	for i := range pending {
+		h := pending[i].DeepCopy()
+		if j := historyIndex(status, h.RuleName); j >= 0 {
+			status.ExecutionHistories[j] = *h
+		} else {
+			status.ExecutionHistories = append(status.ExecutionHistories, *h)
+		}
+	}
+}
+
+// peekReplan returns the replan marks without clearing them.
+func (m *memory) peekReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, false)
+	if o == nil {
+		return time.Time{}, nil
+	}
+	return o.replanAll, maps.Clone(o.replan)
 }
 
 // writtenStatus returns the status kept in written, if any.

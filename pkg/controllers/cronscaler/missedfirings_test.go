@@ -182,3 +182,37 @@ func TestNoDoubleFiring(t *testing.T) {
 		})
 	})
 }
+
+// Issue 26, case 7: two objects on one target, slots 08:00 (10 replicas)
+// and 08:30 (20), the controller down from 07:55 to 08:35. The latest due
+// slot wins across objects as it does within one: whichever object is synced
+// first, the target ends at 20, and 08:00 is recorded as Superseded.
+func TestLatestSlotWinsAcrossObjects(t *testing.T) {
+	for _, order := range [][]string{{"late", "early"}, {"early", "late"}} {
+		t.Run(strings.Join(order, " then "), func(t *testing.T) {
+			forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+				h := newHarnessOn(t, crd, utc("2024-05-01 07:55:00"),
+					cron("early", rule("r", "0 8 * * *", 10)), cron("late", rule("r", "30 8 * * *", 20)))
+				h.scales.set("deployments", "web", 1)
+				h.syncAt(utc("2024-05-01 07:55:00"), "early")
+				h.syncAt(utc("2024-05-01 07:55:00"), "late")
+				h.clock.SetTime(utc("2024-05-01 08:35:00"))
+				h.newController()
+				h.syncAt(utc("2024-05-01 08:35:00"), order[0])
+				h.syncAt(utc("2024-05-01 08:35:01"), order[1])
+				if got := h.scales.get("deployments", "web"); got != 20 {
+					t.Errorf("replicas = %d; want 20, the 08:30 slot's", got)
+				}
+				early := h.history("early", "r")
+				if len(early.SuccessfulExecutions) != 0 || len(early.FailedExecutions) != 1 ||
+					!strings.Contains(early.FailedExecutions[0].Message, `not applied: rule "r" of CronFederatedHPA default/late, scheduled later (2024-05-01T08:30:00Z)`) {
+					t.Errorf("early: %+v; want 08:00 recorded as superseded by late's 08:30", early)
+				}
+				if late := h.history("late", "r"); len(late.SuccessfulExecutions) != 1 {
+					t.Errorf("late: successful executions %+v; want 08:30", late.SuccessfulExecutions)
+				}
+				h.expectEvent(`Warning Superseded Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
+			})
+		})
+	}
+}

@@ -280,3 +280,133 @@ func TestEmptyTimeZoneIsUTC(t *testing.T) {
 		t.Errorf("timeZone absent: next = %v; want 08:00 in the process's zone (15:00 UTC)", got)
 	}
 }
+
+// Issue 26, case 1: a weekday rule is widened to every day while the
+// controller is down. Its old nextExecutionTime (Monday 08:00) is a slot of
+// the new schedule too, but it was planned under the old one: the first
+// slot of the new schedule after the edit (Saturday 08:00) is missed (a
+// later one came before the controller), and the latest, Sunday 08:00, runs
+// when the controller comes back on Sunday at 09:00.
+func TestScheduleWidenedWhileDown(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-03 07:00:00"), cron("c", rule("r", "0 8 * * 1-5", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.syncAt(utc("2024-05-03 07:00:00"), "c")
+		h.syncAt(utc("2024-05-03 08:00:00.100"), "c") // Friday
+		if got := timeOf(h.history("c", "r").NextExecutionTime); !got.Equal(utc("2024-05-06 08:00:00")) {
+			t.Fatalf("next = %v; want Monday 08:00", got)
+		}
+		h.scales.set("deployments", "web", 1)
+		// Down from Friday 09:00; the edit is made on Friday at 12:00.
+		h.clock.SetTime(utc("2024-05-03 12:00:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Schedule = "0 8 * * *" })
+		h.clock.SetTime(utc("2024-05-05 09:00:00"))
+		h.newController()
+		h.syncAt(utc("2024-05-05 09:00:00"), "c")
+		if got := h.scales.get("deployments", "web"); got != 10 {
+			t.Errorf("replicas = %d; want 10: Sunday 08:00 runs", got)
+		}
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 2 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-05 08:00:00")) {
+			t.Errorf("successful executions %+v; want Sunday 08:00 newest", hist.SuccessfulExecutions)
+		}
+		if len(hist.FailedExecutions) != 1 || !hist.FailedExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-04 08:00:00")) {
+			t.Errorf("failed executions %+v; want Saturday 08:00 missed", hist.FailedExecutions)
+		}
+		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-06 08:00:00")) {
+			t.Errorf("next = %v; want Monday 08:00", got)
+		}
+	})
+}
+
+// Issue 26, case 2: scaleTargetRef changes while the controller is down
+// across a slot. The 08:00 slot came before the change (made at 08:05): it
+// belongs to the old target, and is not applied to the new one when the
+// controller comes back at 08:10; the rule is planned from the change.
+func TestTargetChangedWhileDownAcrossASlot(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		h := newHarnessOn(t, crd, utc("2024-05-01 07:55:00"), cron("c", rule("r", "0 8 * * *", 10)))
+		h.scales.set("deployments", "web", 1)
+		h.scales.set("deployments", "api", 1)
+		h.syncAt(utc("2024-05-01 07:55:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 08:05:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.ScaleTargetRef.Name = "api" })
+		h.clock.SetTime(utc("2024-05-01 08:10:00"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:10:00"), "c")
+		if got := h.scales.get("deployments", "api"); got != 1 {
+			t.Errorf("api replicas = %d; the 08:00 slot of web was applied to api", got)
+		}
+		hist := h.history("c", "r")
+		if len(hist.SuccessfulExecutions) != 0 {
+			t.Errorf("successful executions %+v; want none", hist.SuccessfulExecutions)
+		}
+		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
+			t.Errorf("next = %v; want tomorrow 08:00", got)
+		}
+		h.syncAt(utc("2024-05-02 08:00:00.100"), "c")
+		if got := h.scales.get("deployments", "api"); got != 10 {
+			t.Errorf("api replicas = %d; want 10 from the next slot", got)
+		}
+	})
+}
+
+// Issue 26, case 3: an edit made just before a slot and delivered by the
+// watch just after it. The rule is planned from when the edit was made
+// (its managedFields time), not from when it was seen, so the first slot of
+// the new schedule runs. managedFields keep seconds: an edit in the slot's
+// own second may have been made after the slot, and the slot is not the new
+// plan's.
+func TestEditMadeBeforeASlotSeenAfterIt(t *testing.T) {
+	for _, tc := range []struct {
+		made string
+		runs bool
+	}{
+		{made: "2024-05-01 07:59:59.500", runs: true},
+		{made: "2024-05-01 08:00:00.300", runs: false},
+	} {
+		t.Run(tc.made, func(t *testing.T) {
+			h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 9 * * *", 10)))
+			h.scales.set("deployments", "web", 1)
+			h.syncAt(utc("2024-05-01 07:00:00"), "c")
+			old := h.get("c")
+			h.clock.SetTime(utc(tc.made))
+			updated := h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Schedule = "0 8 * * *" })
+			// The watch delivers the edit at 08:00:00.800.
+			h.clock.SetTime(utc("2024-05-01 08:00:00.800"))
+			h.c.onUpdate(h.ctx, old, updated)
+			h.syncAt(utc("2024-05-01 08:00:00.900"), "c")
+			if got, want := h.scales.get("deployments", "web") == 10, tc.runs; got != want {
+				t.Errorf("08:00 applied: %v; want %v", got, want)
+			}
+			if got := timeOf(h.history("c", "r").NextExecutionTime); !got.Equal(utc("2024-05-02 08:00:00")) {
+				t.Errorf("next = %v; want tomorrow 08:00", got)
+			}
+		})
+	}
+}
+
+// The plan in status stands when it was written after the object's last
+// change: a failure that failedHistoryLimit 0 does not keep (on Karmada's
+// schema nothing else records it) is not tried again after a restart
+// because of an older, unrelated edit (a label).
+func TestPlanWrittenAfterTheLastChangeStands(t *testing.T) {
+	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+		r := rule("r", "0 8 * * *", 10)
+		r.FailedHistoryLimit = ptr.To[int32](0)
+		h := newHarnessOn(t, crd, utc("2024-05-01 06:00:00"), cron("c", r)) // no Deployment web: the firing fails
+		h.syncAt(utc("2024-05-01 06:00:00"), "c")
+		h.clock.SetTime(utc("2024-05-01 07:00:00"))
+		h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Labels = map[string]string{"team": "web"} })
+		h.syncAt(utc("2024-05-01 08:00:00.100"), "c")
+		if events := h.events(); len(events) != 1 || !strings.HasPrefix(events[0], "Warning ScaleFailed") {
+			t.Fatalf("events %q; want one ScaleFailed", events)
+		}
+		h.clock.SetTime(utc("2024-05-01 08:00:30"))
+		h.newController()
+		h.syncAt(utc("2024-05-01 08:00:30"), "c")
+		if events := h.events(); len(events) != 0 {
+			t.Errorf("events %q after the restart; want none: 08:00 was handled", events)
+		}
+	})
+}

@@ -115,13 +115,29 @@ type rulePlan struct {
 type planFrom struct {
 	// start is when a rule without history came to exist (see ruleStart).
 	start time.Time
-	// replan is when the event handlers saw a change that invalidates the
-	// rule's plan (target changed, rule added, resumed or rescheduled).
+	// replan is when a change the event handlers saw that invalidates the
+	// rule's plan (target changed, rule added, resumed or rescheduled) was
+	// made (see changeMade).
 	replan time.Time
 	// edited is the last change of the object (see lastSpecChange): a plan
 	// the history holds that the current spec invalidates was changed then
 	// or before, while the controller was not watching.
 	edited time.Time
+	// stale says that the last change came after the last status write
+	// (both as managedFields time them, in seconds; the same second counts
+	// as after): the plan in status may have been made for the object as
+	// it was before the change. A status write after a change was planned
+	// for the changed object, since it is made with the resourceVersion its
+	// sync read, and a change in between would have made it conflict.
+	stale bool
+	// unwatched is edited when the change is stale and was made before
+	// this process started. A slot before it that no controller ran is not run: it
+	// belongs to the object as it was before the change, whose target or
+	// values may be other than now (a target changed while the controller
+	// was down, issue 26, case 2), and nothing the API keeps says what
+	// changed. managedFields keep seconds: a change in the slot's second
+	// may have come after it, and counts as after it.
+	unwatched time.Time
 }
 
 // planRule decides whether the rule is due at now, and when it fires next.
@@ -134,8 +150,10 @@ type planFrom struct {
 // the floor of the plan, so nothing is ever run twice and nothing from
 // before the plan is replayed. The floor is:
 //   - after a change the event handlers saw (target changed, rule added,
-//     resumed or rescheduled): the first scheduled time after it;
-//   - nextExecutionTime, when it is a scheduled time of the current schedule;
+//     resumed or rescheduled): the first scheduled time after it was made;
+//   - nextExecutionTime, when it is a scheduled time of the current schedule,
+//     or the first scheduled time after the object was last changed if that
+//     is earlier (the schedule was widened while the controller was down);
 //   - for a rule without history, the first scheduled time after it came to
 //     exist (see ruleStart), so a scheduled time that passed while the
 //     controller was down is still run, as the CronJob controller does;
@@ -146,6 +164,11 @@ type planFrom struct {
 //     An edit made while the controller was down is thus treated as a rule
 //     added while down: its slot since then runs. Without managed fields
 //     the time of the edit is unknown, and the rule is planned from now.
+//
+// A change made before this process started (while no controller watched,
+// or before this one took over) raises the floor to the first scheduled
+// time after it: a slot before the change belongs to the object as it was,
+// with perhaps another target or other values (see planFrom.unwatched).
 //
 // The latest scheduled time S <= now since the floor runs if it is at most
 // maxDelaySeconds late (unset: while it is the latest, i.e. until the next
@@ -170,12 +193,33 @@ func planRule(rule *autoscalingv1alpha1.CronFederatedHPARule, history autoscalin
 		floor = sched.Next(from.replan)
 	case planned != nil && sched.Prev(planned.Time).Equal(planned.Time):
 		floor = planned.Time
+		// A slot of the current schedule, but perhaps planned under an
+		// older one: a schedule widened while the controller was down
+		// (weekdays to every day) keeps its old plan (Monday) a slot, and
+		// the new slots after the edit (Saturday, Sunday) came before it
+		// (issue 26, case 1). So when the change came after the plan
+		// (stale), the floor is the earlier of the plan and the first
+		// slot after the change; lastHandled still bounds it below, so
+		// nothing handled is replayed. A plan written after the change
+		// is the changed object's, and stands: it may skip a slot on
+		// purpose (a failure that failedHistoryLimit 0 did not keep on
+		// Karmada's schema is remembered only by it).
+		if from.stale && !from.edited.IsZero() {
+			if e := sched.Next(from.edited); e.Before(floor) {
+				floor = e
+			}
+		}
 	case !from.start.IsZero():
 		// Like the CronJob controller: the first scheduled time after the
 		// rule came to exist.
 		floor = sched.Next(from.start)
 	case !from.edited.IsZero():
 		floor = sched.Next(from.edited)
+	}
+	if !floor.IsZero() && !from.unwatched.IsZero() {
+		if n := sched.Next(from.unwatched); n.After(floor) {
+			floor = n
+		}
 	}
 	p.history.NextExecutionTime = metaTime(sched.Next(now))
 	if floor.IsZero() {

@@ -116,6 +116,10 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 		// The cache is behind; the retry reads the newer object.
 		return fmt.Errorf("status of %s changed meanwhile, will retry with the newer object: %w", klog.KObj(obj), err)
 	}
+	if mayHaveCommitted(err) {
+		// The watch may deliver it: it is this process's own write.
+		c.writers.unacknowledged(key, status)
+	}
 	if !isUnreachable(err) {
 		// While the apiserver gives no answer an event could not be
 		// delivered either; the error is logged by the caller.

@@ -214,15 +214,25 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 
 // plan plans every rule of the object from base, its status as this sync
 // found it (see memory.base). replanAll and replan are when a change seen by
-// the event handlers invalidated the plan of every rule or of the named ones.
+// the event handlers that invalidated the plan of every rule or of the named
+// ones was made.
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
+	_, statusWritten := newestStatusWrite(obj)
+	stale := !changed.IsZero() && !changed.Before(statusWritten)
+	// A change made after the last status write and before this process
+	// started was not watched by it: it may have been of the target or the
+	// values, and nothing the API keeps says which (see planFrom.unwatched).
+	var unwatched time.Time
+	if stale && !changed.After(c.started) {
+		unwatched = changed
+	}
 	for i := range obj.Spec.Rules {
 		rule := &obj.Spec.Rules[i]
 		sched, err := c.schedules.get(rule)
 		history, found := findHistory(base, rule.Name)
-		from := planFrom{replan: replanAll, edited: changed}
+		from := planFrom{replan: replanAll, edited: changed, stale: stale, unwatched: unwatched}
 		if r := replan[rule.Name]; r.After(from.replan) {
 			from.replan = r
 		}
