@@ -421,8 +421,8 @@ func (o *oracle) otherChange(t simTarget, field string, from, to time.Time) bool
 }
 
 // crowded says whether another slot for the field may run in the window:
-// one of another incarnation in [slot, end], or an earlier one of another
-// incarnation still in time at t0 that had no window of its own before it.
+// one of another incarnation in [slot, end]. An earlier slot still in time
+// does not excuse the slot: the latest due slot wins (across objects too).
 func (o *oracle) crowded(inc *incarnation, field string, slot, t0, end time.Time) bool {
 	for _, other := range o.byTarget[inc.target] {
 		if other == inc {
@@ -443,11 +443,6 @@ func (o *oracle) crowded(inc *incarnation, field string, slot, t0, end time.Time
 		if s := other.sched.Next(from); !s.IsZero() && !s.After(end) &&
 			(other.end.IsZero() || s.Before(other.end.Add(simLagLimit))) {
 			return true
-		}
-		if s := other.sched.Prev(slot.Add(-time.Nanosecond)); other.eligible(s) && other.deadline(s).After(t0) {
-			if w := o.window(other, s); w.IsZero() || w.Add(simSettle).After(t0) {
-				return true
-			}
 		}
 	}
 	return false

@@ -66,8 +66,9 @@ type scenario struct {
 	uniq             int
 	// sharedTarget and sharedSchedule are those of two objects sharing an
 	// autoscaler (see shareAutoscaler).
-	sharedTarget   simTarget
-	sharedSchedule string
+	sharedTarget    simTarget
+	sharedSchedule  string
+	sharedHalfHours bool
 }
 
 // Days with a daylight-saving change at about 12 hours in (and one
@@ -510,6 +511,7 @@ func (sc *scenario) shareAutoscaler(obj *autoscalingv1alpha1.CronFederatedHPA, i
 	if sc.sharedTarget == "" {
 		sc.sharedTarget = []simTarget{simHPA, simFHPA, simLWS}[sc.s.rng.IntN(3)]
 		sc.sharedSchedule = []string{"*/5 * * * *", "*/10 * * * *", "0 * * * *", "*/15 * * * 1-5"}[sc.s.rng.IntN(4)]
+		sc.sharedHalfHours = sc.s.rng.IntN(2) == 0
 	}
 	mode := []string{modeMin, modeMax}[i]
 	obj.Annotations["sim/mode"] = mode
@@ -517,6 +519,32 @@ func (sc *scenario) shareAutoscaler(obj *autoscalingv1alpha1.CronFederatedHPA, i
 	for j := range obj.Spec.Rules {
 		obj.Spec.Rules[j].Schedule = sc.sharedSchedule
 		obj.Spec.Rules[j].TimeZone = ptr.To("UTC")
+		obj.Spec.Rules[j].MaxDelaySeconds = nil
 		sc.setValues(&obj.Spec.Rules[j], mode)
 	}
+	// Half the time, each has a rule on the hour and one at the half hour
+	// setting another value, so the field changes at every slot: a firing
+	// taken as applied that was not shows in the target.
+	if sc.sharedHalfHours {
+		first := &obj.Spec.Rules[0]
+		first.Schedule, first.MaxDelaySeconds = "0 * * * *", nil
+		second := sc.newRule(mode)
+		second.Schedule, second.TimeZone, second.MaxDelaySeconds = "30 * * * *", ptr.To("UTC"), nil
+		obj.Spec.Rules = append(obj.Spec.Rules[:1], second)
+		for _, r := range []*autoscalingv1alpha1.CronFederatedHPARule{first, &obj.Spec.Rules[1]} {
+			if r.TargetMinReplicas != nil {
+				r.TargetMinReplicas = ptr.To(int32(1 + len(obj.Spec.Rules[0].Name)%2 + 2*boolInt(r == first)))
+			}
+			if r.TargetMaxReplicas != nil {
+				r.TargetMaxReplicas = ptr.To(int32(12 + 8*boolInt(r == first)))
+			}
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
