@@ -501,6 +501,10 @@ func (o *oracle) expectRun(inc *incarnation, slot, t0, settled time.Time) {
 		want := inc.valueSet(field, settled)
 		got := o.valueAt(inc.target, field, settled)
 		if !want[got] {
+			tag := tag
+			if ok && tag == "" {
+				tag = o.wrongValueTag(inc, field, slot, settled)
+			}
 			o.violate(slot, "%smust run: %s slot %s (%s): %s.%s is %d at %s; want one of the rule's values %v", tag, inc, slot.UTC().Format(time.RFC3339), how,
 				inc.target, field, got, settled.UTC().Format(time.RFC3339), keys(want))
 		}
@@ -699,20 +703,10 @@ func (o *oracle) checkOtherControllerReports() {
 
 // mustRunTag tags a slot that did not run: case 3 when the rule was edited
 // less than a minute before it while a leader ran; case 1 when it is an
-// inherited slot of a rule rescheduled while no leader ran; case 4 when
-// another object sets another field of the same autoscaler at the same slot.
+// inherited slot of a rule rescheduled while no leader ran.
 func (o *oracle) mustRunTag(inc *incarnation, slot, t0 time.Time) string {
 	if t0.Equal(slot) && slot.Sub(inc.start) < time.Minute {
 		return "[case 3] "
-	}
-	for _, other := range o.byTarget[inc.target] {
-		if other.uid != inc.uid && other.current(slot) && other.sched.Prev(slot).Equal(slot) && other.eligible(slot) {
-			for f := range other.valuesAt(slot) {
-				if _, same := inc.valuesAt(slot)[f]; !same {
-					return "[case 4] "
-				}
-			}
-		}
 	}
 	if t0.After(slot) && o.leaderThrough(inc.start, inc.start) == nil {
 		return "[case 1] "
@@ -738,6 +732,29 @@ func (o *oracle) retargetTag(ch fieldChange) string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// wrongValueTag tags a slot recorded as applied whose field does not hold
+// its value: case 7 when the cron-scaler's last change of the field was an
+// older slot's value; case 4 when the slot was inherited, is a bound of an
+// autoscaler, and the cron-scaler did not write it.
+func (o *oracle) wrongValueTag(inc *incarnation, field string, slot, settled time.Time) string {
+	var last *fieldChange
+	for i, ch := range o.s.srv.fields[fieldKey(inc.target, field)] {
+		if ch.at.After(settled) {
+			break
+		}
+		last = &o.s.srv.fields[fieldKey(inc.target, field)][i]
+	}
+	if last != nil && last.manager == FieldManager && last.at.After(slot) {
+		if _, s := o.attribute(inc.target, field, *last); s.Before(slot) {
+			return "[case 7] "
+		}
+	}
+	if field != fieldReplicas && (last == nil || !last.at.After(slot)) {
+		return "[case 4] "
 	}
 	return ""
 }

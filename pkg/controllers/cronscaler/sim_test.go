@@ -50,8 +50,25 @@ var (
 )
 
 // simSeeds are the fixed seeds of make test. Each simulates one day of two
-// to five CronFederatedHPAs with every fault kind.
-var simSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+// to five CronFederatedHPAs with every fault kind. On the code before issue
+// 26's fixes they found its seven known cases (the oracle tags each
+// violation with the case it matches; see mustRunTag):
+//
+//	seed  22: case 1 (2 violations), case 6 (1)
+//	seed 131: case 2 (1)
+//	seed 251: case 3 (2)
+//	seed 333: case 4 (1), case 7 (1)
+//	seed   8: case 5 (4)
+//	seed   9: case 6 (7), case 7 (2)
+//	seed  19: case 7 (1)
+//	seed 145: case 1 (2), case 6 (2)
+//	seed 156: case 2 (1), case 6 (5)
+//	seed  59: case 5 (1), case 7 (3)
+//
+// A seed's scenario depends on the generator (sim_scenario_test.go) and the
+// server's use of the random source: changing either changes what each seed
+// plays, and the list must be found again.
+var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59}
 
 func TestSim(t *testing.T) {
 	seeds := simSeeds
@@ -78,6 +95,11 @@ func TestSim(t *testing.T) {
 		}
 		if *simV {
 			t.Log(s.describe())
+		}
+		if *simCount > 0 && (seed-*simFirst+1)%100 == 0 {
+			// A soak may be stopped at any time: say how far it got.
+			t.Logf("after seed %d: %.0f object-days, %d slots that must run checked, %d seeds with violations, in %v",
+				seed, objectDays, mustRun, failed, time.Since(start).Round(time.Second))
 		}
 		if *simDump != "" {
 			t.Log(s.dump(*simDump))
