@@ -560,17 +560,18 @@ func (s *sim) gracefulStop(p *simProc) {
 				return
 			default:
 			}
-			retries := 0
+			// The drain timer and the writer's first retry may be made in
+			// either order.
+			var retries []simTimer
 			for _, t := range s.clock.timersFrom(first) {
 				if t.d == p.c.drainTimeout && !drainTimer {
 					drainTimer = true
 					continue
 				}
-				if retries == stepped {
-					retry = &t
-					break
-				}
-				retries++
+				retries = append(retries, t)
+			}
+			if stepped < len(retries) {
+				retry = &retries[stepped]
 			}
 			if retry == nil || !drainTimer {
 				retry = nil
