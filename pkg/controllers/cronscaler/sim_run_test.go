@@ -276,16 +276,11 @@ type sim struct {
 	leader   *simProc
 	events   []simEvent
 	stats    simStats
-	// mutate, when set, is applied to every controller (the guarantee
-	// checks of TestSimMutations).
-	mutate func(*Controller)
 }
 
 type simStats struct {
 	syncs, records, refused, failed, lost, crashesInRequest int
 	objectSeconds                                           float64
-	stopWall, slowWall                                      time.Duration
-	slowRecords                                             int
 }
 
 func newSim(seed uint64, days float64) *sim {
@@ -368,12 +363,7 @@ func (s *sim) step() {
 		return
 	}
 	for p.c.records.Len() > 0 && !p.dead {
-		began := time.Now()
 		records.ProcessNext(p.ctx, p.ctx)
-		if d := time.Since(began); d > 5*time.Millisecond {
-			s.stats.slowRecords++
-			s.stats.slowWall += d
-		}
 		s.stats.records++
 	}
 	if p.dead {
@@ -404,9 +394,6 @@ func (s *sim) startProc(endKind string, endAt time.Time) {
 	})
 	if err != nil {
 		panic(err)
-	}
-	if s.mutate != nil {
-		s.mutate(c)
 	}
 	p.syncs, p.records = newSimQueue(c.queue, s.clock), newSimQueue(c.records, s.clock)
 	c.queue, c.records = p.syncs, p.records
@@ -530,8 +517,6 @@ func (s *sim) stop(p *simProc) {
 // to timer, each time the status writer waits on one, so the drain replays
 // exactly.
 func (s *sim) gracefulStop(p *simProc) {
-	began := time.Now()
-	defer func() { s.stats.stopWall += time.Since(began) }()
 	now := s.clock.Now()
 	p.end = now
 	ctx, cancel := context.WithCancel(p.ctx)

@@ -373,7 +373,7 @@ func (srv *simServer) managedFields(t simTarget) []metav1.ManagedFieldsEntry {
 		raw, _ := json.Marshal(set)
 		out = append(out, metav1.ManagedFieldsEntry{
 			Manager: e.manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: e.subresource,
-			Time: e.at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw},
+			Time: e.at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw)),
 		})
 	}
 	return out

@@ -92,7 +92,7 @@ func TestSim(t *testing.T) {
 	var objectDays float64
 	var mustRun, failed int
 	for _, seed := range seeds {
-		s, o := runSim(seed, *simDays, nil)
+		s, o := runSim(seed, *simDays)
 		objectDays += s.stats.objectSeconds / 86400
 		mustRun += o.mustRun
 		if len(o.violations) > 0 {
@@ -117,7 +117,7 @@ func TestSim(t *testing.T) {
 }
 
 // runSim runs one seed and judges it.
-func runSim(seed uint64, days float64, mutate func(*Controller)) (*sim, *oracle) {
+func runSim(seed uint64, days float64) (*sim, *oracle) {
 	// The workers report failed syncs through utilruntime.HandleError,
 	// whose default handlers sleep a millisecond between errors: thousands
 	// of failures in a simulated outage would take seconds of real time.
@@ -125,7 +125,6 @@ func runSim(seed uint64, days float64, mutate func(*Controller)) (*sim, *oracle)
 	utilruntime.ErrorHandlers = nil
 	defer func() { utilruntime.ErrorHandlers = handlers }()
 	s := newSim(seed, days)
-	s.mutate = mutate
 	s.run()
 	s.countObjectSeconds()
 	return s, judge(s)
