@@ -83,12 +83,22 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 // apiserver keeps seconds: an edit in the slot's own second reads as the
 // slot's time and is planned from there, so the slot, which it may have
 // followed, is not the new plan's.
+//
+// A time more than maxChangeLag before now is not taken: the watch delivers
+// a change within seconds, or within the relist after a gap, and a change
+// that reads as much older says that the apiserver's clock and this
+// process's are apart; planning from it could replay a slot skipped before
+// the change (a rule resumed, say). Such a change is planned from now.
 func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	if at := lastSpecChange(obj, now); !at.IsZero() {
+	if at := lastSpecChange(obj, now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
 		return at
 	}
 	return now
 }
+
+// maxChangeLag bounds how long before it is seen a change may have been
+// made to be planned from then (see changeMade).
+const maxChangeLag = time.Hour
 
 // replanned returns whether every rule must be planned again, or which ones.
 func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []string) {

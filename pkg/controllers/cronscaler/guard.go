@@ -91,6 +91,10 @@ type seenWrite struct {
 	manager         string
 	// at is the time of the write (managedFields keep seconds).
 	at time.Time
+	// status is the status written, as the cache holds it (not copied:
+	// the cache never changes an object), for comparing with the writes of
+	// this process that lost their answer; kept only until the next sync.
+	status *autoscalingv1alpha1.CronFederatedHPAStatus
 }
 
 func newStatusWriters() *statusWriters {
@@ -142,24 +146,13 @@ func (w *statusWriters) unacknowledged(key cache.ObjectName, status autoscalingv
 	}
 }
 
-// saw records a status change the informer showed. A change to a status
-// this process sent without getting an answer is its own.
+// saw records a status change the informer showed.
 func (w *statusWriters) saw(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
 	manager, at := newestStatusWrite(obj)
-	if manager == FieldManager && len(l.unacked) > 0 {
-		d := statusDigest(obj.Status)
-		if i := slices.IndexFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d }); i >= 0 {
-			// The watch delivers in order: the unacknowledged writes
-			// before it were not stored, or were shown before.
-			l.unacked = l.unacked[i+1:]
-			w.prune(key, l)
-			return
-		}
-	}
-	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: manager, at: at})
+	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: manager, at: at, status: &obj.Status})
 }
 
 // statusDigest is a digest of the status as the apiserver stores it (see
@@ -205,6 +198,18 @@ func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string
 			l.own = slices.Delete(l.own, i, i+1)
 			l.ownSeq = slices.Delete(l.ownSeq, i, i+1)
 			continue
+		}
+		// Not a write whose answer came back: one whose answer was lost
+		// has the status it sent. Compared here, not when seen: the watch
+		// may show the write before its failure returns, and a write that
+		// came back (a retry of the same status) is matched by its
+		// resourceVersion first.
+		if s.manager == FieldManager && len(l.unacked) > 0 {
+			d := statusDigest(*s.status)
+			if i := slices.IndexFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d }); i >= 0 {
+				l.unacked = l.unacked[i+1:]
+				continue
+			}
 		}
 		if s.manager == FieldManager && !s.at.IsZero() && !s.at.After(started.Truncate(time.Second)) {
 			continue

@@ -199,15 +199,26 @@ func TestSecondScaleplaneIsReported(t *testing.T) {
 
 // loseStatusWriteAnswers makes the next n status writes commit and then
 // fail with err, as a write whose answer is lost does (an etcd timeout after
-// the commit, a connection reset on the way back).
-func (h *harness) loseStatusWriteAnswers(n int, err error) {
+// the commit, a connection reset on the way back). committed, if set, runs
+// between the commit and the failure (the watch may deliver the write
+// first).
+func (h *harness) loseStatusWriteAnswers(n int, err error, committed func(old, stored *autoscalingv1alpha1.CronFederatedHPA)) {
 	h.client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "status" || n == 0 {
 			return false, nil, nil
 		}
 		n--
-		if _, _, commitErr := h.updateLikeAPIServer(action); commitErr != nil {
+		obj := action.(clienttesting.UpdateAction).GetObject().(*autoscalingv1alpha1.CronFederatedHPA)
+		old, getErr := h.client.Tracker().Get(autoscalingv1alpha1.SchemeGroupVersion.WithResource("cronfederatedhpas"), obj.Namespace, obj.Name)
+		if getErr != nil {
+			return true, nil, getErr
+		}
+		_, stored, commitErr := h.updateLikeAPIServer(action)
+		if commitErr != nil {
 			return true, nil, commitErr
+		}
+		if committed != nil {
+			committed(old.(*autoscalingv1alpha1.CronFederatedHPA), stored.(*autoscalingv1alpha1.CronFederatedHPA))
 		}
 		return true, nil, err
 	})
@@ -221,46 +232,93 @@ func TestStatusWriteWithLostAnswerIsOwn(t *testing.T) {
 		"etcd timeout":     apierrors.NewInternalError(errEtcdTimeout),
 		"connection reset": &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
-			h.scales.set("deployments", "web", 1)
-			before := h.get("c")
-			h.syncAt(utc("2024-05-01 07:00:00"), "c")
-			h.c.onUpdate(h.ctx, before, h.get("c"))
-			h.syncAt(utc("2024-05-01 07:00:01"), "c")
+		t.Run(name, func(t *testing.T) { testLostAnswer(t, lost, false) })
+		t.Run(name+", the watch first", func(t *testing.T) { testLostAnswer(t, lost, true) })
+	}
+}
 
-			h.loseStatusWriteAnswers(1, lost)
-			before = h.get("c")
-			if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err == nil {
-				t.Fatal("the status write whose answer was lost did not fail")
-			}
-			// The watch delivers the write that committed.
-			h.refresh()
-			h.c.onUpdate(h.ctx, before, h.get("c"))
-			counted := func() float64 {
-				v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
-				return v
-			}
-			start := counted()
-			h.syncAt(utc("2024-05-01 08:00:01"), "c")
-			h.drainRecords()
-			for _, e := range h.events() {
-				if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
-					t.Errorf("the process's own write reported as another controller's: %q", e)
-				}
-			}
-			if got := counted() - start; got != 0 {
-				t.Errorf("foreign status writes counted %v; want 0", got)
-			}
-			if n := h.scales.updateCount(); n != 1 {
-				t.Errorf("%d target writes; want 1", n)
-			}
-			if n := h.c.writers.size(); n != 0 {
-				t.Errorf("the writers hold %d objects once the lost write was seen; want 0", n)
-			}
-			if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
-				t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
-			}
-		})
+// testLostAnswer is TestStatusWriteWithLostAnswerIsOwn with the watch
+// delivering the write after its failure returns, or (watchFirst) before.
+func testLostAnswer(t *testing.T, lost error, watchFirst bool) {
+	h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-05-01 07:00:01"), "c")
+
+	var deliver func(old, stored *autoscalingv1alpha1.CronFederatedHPA)
+	if watchFirst {
+		deliver = func(old, stored *autoscalingv1alpha1.CronFederatedHPA) { h.c.onUpdate(h.ctx, old, stored) }
+	}
+	h.loseStatusWriteAnswers(1, lost, deliver)
+	before = h.get("c")
+	if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err == nil {
+		t.Fatal("the status write whose answer was lost did not fail")
+	}
+	// The watch delivers the write that committed.
+	h.refresh()
+	if !watchFirst {
+		h.c.onUpdate(h.ctx, before, h.get("c"))
+	}
+	counted := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(foreignStatusWrites.WithLabelValues(FieldManager))
+		return v
+	}
+	start := counted()
+	h.syncAt(utc("2024-05-01 08:00:01"), "c")
+	h.drainRecords()
+	for _, e := range h.events() {
+		if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+			t.Errorf("the process's own write reported as another controller's: %q", e)
+		}
+	}
+	if got := counted() - start; got != 0 {
+		t.Errorf("foreign status writes counted %v; want 0", got)
+	}
+	if n := h.scales.updateCount(); n != 1 {
+		t.Errorf("%d target writes; want 1", n)
+	}
+	if n := h.c.writers.size(); n != 0 {
+		t.Errorf("the writers hold %d objects once the lost write was seen; want 0", n)
+	}
+	if hist := h.history("c", "r"); len(hist.SuccessfulExecutions) != 1 {
+		t.Errorf("successful executions %+v; want 08:00 once", hist.SuccessfulExecutions)
+	}
+}
+
+// Issue 26, case 6, the other outcome: a status write whose answer was lost
+// but that was not stored leaves nothing behind once a later write of this
+// process is seen (the watch delivers in order), so the digests kept for
+// lost answers do not pile up.
+func TestLostAnswerNotStoredIsForgotten(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:00:00"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-05-01 07:00:01"), "c")
+
+	h.failStatusWrites(1) // an etcd timeout before the commit
+	before = h.get("c")
+	if _, err := h.trySyncAt(utc("2024-05-01 08:00:00.100"), "c"); err == nil {
+		t.Fatal("the status write did not fail")
+	}
+	h.syncAt(utc("2024-05-01 08:00:01"), "c") // the retry stores it
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-05-01 08:00:02"), "c")
+	if n := h.scales.updateCount(); n != 1 {
+		t.Errorf("%d target writes; want 1", n)
+	}
+	if n := h.c.writers.size(); n != 0 {
+		t.Errorf("the writers hold %d objects once a later own write was seen; want 0", n)
+		for k, l := range h.c.writers.objects {
+			t.Logf("DEBUG %v %+v", k, *l)
+		}
+	}
+	for _, e := range h.events() {
+		if strings.HasPrefix(e, "Warning ManagedByAnotherController") {
+			t.Errorf("the process's own write reported as another controller's: %q", e)
+		}
 	}
 }

@@ -124,11 +124,15 @@ type planFrom struct {
 	// or before, while the controller was not watching.
 	edited time.Time
 	// stale says that the last change came after the last status write
-	// (both as managedFields time them, in seconds; the same second counts
-	// as after): the plan in status may have been made for the object as
-	// it was before the change. A status write after a change was planned
-	// for the changed object, since it is made with the resourceVersion its
-	// sync read, and a change in between would have made it conflict.
+	// (both as managedFields time them, in seconds): the plan in status may
+	// have been made for the object as it was before the change. A status
+	// write after a change was planned for the changed object, since it is
+	// made with the resourceVersion its sync read, and a change in between
+	// would have made it conflict. A status write in the change's second
+	// comes after it as a rule (the sync that the change triggers writes
+	// it), and is taken as after it: the plan stands. (Taken as before it,
+	// the plan of a controller whose clock is ahead of the apiserver's
+	// would give way to slots it skipped on purpose, a rule resumed, say.)
 	stale bool
 	// unwatched is edited when the change is stale and was made before
 	// this process started. A slot before it that no controller ran is not run: it

@@ -220,7 +220,7 @@ func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autos
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
 	_, statusWritten := newestStatusWrite(obj)
-	stale := !changed.IsZero() && !changed.Before(statusWritten)
+	stale := !changed.IsZero() && changed.After(statusWritten)
 	// A change made after the last status write and before this process
 	// started was not watched by it: it may have been of the target or the
 	// values, and nothing the API keeps says which (see planFrom.unwatched).
