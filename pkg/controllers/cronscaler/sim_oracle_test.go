@@ -79,11 +79,13 @@ import (
 //  6. Recorded once: a scheduled time of a rule is recorded at most one way
 //     (applied at one time, or failed/missed), across every status written.
 //
-// The stated limit of edits made while the controller was down: a process
+// The stated limits of edits made while the controller was down: a process
 // that first saw an edit in its first list, together with a later change of
 // the object, may plan from that later change (the newest time in
-// managedFields); slots between the two are excused from check 1 (they may
-// still run: check 2 allows them).
+// managedFields); and any change of the object made before a process started,
+// in a later second than its last status write, makes every rule of the
+// object plan from it (see unwatchedChange). Slots these excuse are excused
+// from check 1 only (they may still run: check 2 allows them).
 
 const (
 	// simSettle is how long a leader and the apiserver must run without
@@ -468,6 +470,9 @@ func (o *oracle) checkMustRun() {
 			if !inc.end.IsZero() && !inc.end.After(settled) {
 				continue
 			}
+			if p := o.leaderThrough(t0, settled); p.start.After(slot) && o.unwatchedChange(inc.uid, slot, p.start) {
+				continue
+			}
 			vals := inc.valuesAt(slot)
 			ok := true
 			for field := range vals {
@@ -757,4 +762,26 @@ func (o *oracle) wrongValueTag(inc *incarnation, field string, slot, settled tim
 		return "[case 4] "
 	}
 	return ""
+}
+
+// unwatchedChange is the stated limit of changes made while no controller
+// watched: a change of the object's spec or metadata (a label too) made at
+// or after the slot and before the process started, in a later second than
+// the object's last status write, makes every rule plan from it, and the
+// slot does not run (docs/cron-scaler.md, "Edits made while the controller
+// was down").
+func (o *oracle) unwatchedChange(uid types.UID, slot, started time.Time) bool {
+	var lastStatus time.Time
+	for _, c := range o.s.srv.statuses {
+		if c.uid == uid && !c.at.After(started) {
+			lastStatus = c.at
+		}
+	}
+	for _, v := range o.s.srv.versions[uid] {
+		if v.spec && !v.deleted && !v.at.Before(slot) && v.at.Before(started) &&
+			v.at.Truncate(time.Second).After(lastStatus.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
