@@ -275,7 +275,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {
-		if f.err == nil && f.plan.due.Before(c.started) && f.plan.due.After(slot) {
+		if f.err == nil && f.won != (values{}) && f.plan.due.Before(c.started) && f.plan.due.After(slot) {
 			slot = f.plan.due
 		}
 	}

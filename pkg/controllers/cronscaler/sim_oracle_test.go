@@ -1,0 +1,787 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronschedule"
+)
+
+// The oracle of TestSim. It is written from docs/cron-scaler.md, not from
+// the controller's code: it reads the history the simulated apiserver kept
+// (every spec version with the time it was made, every change of a target
+// field and who made it, every committed status, the events) and the
+// scenario (when processes ran, outages, flaky periods), and says what the
+// doc promises. The only code it shares with the controller is
+// pkg/cronschedule, to enumerate a schedule's slots; it never calls the
+// controller's planning.
+//
+// A rule's incarnation is the rule as it was between two changes that the
+// doc says it is planned from: the object's creation, the rule added,
+// rescheduled (schedule or time zone), resumed, or given a new target; it
+// ends when the rule is removed, renamed, suspended, rescheduled, retargeted
+// or the object deleted. Its slots are its schedule's times after its start.
+// A slot's deadline is its next slot, or maxDelaySeconds after it if sooner.
+//
+// What it checks:
+//
+//  1. Must run. A slot runs, and is recorded once as applied, with the right
+//     value on the target, when the doc leaves the controller no excuse: a
+//     leader was running (from before the slot, or started after it while it
+//     was still the rule's latest and in time: an inherited firing) and the
+//     apiserver answered, without faults, for simSettle from then, all
+//     before the deadline; the incarnation lasted through it; no other writer
+//     changed the field, and no other slot for the field came, from the slot
+//     to the end of that window (the doc's "latest wins" and NotReapplied
+//     cases are judged apart); and the slot is not inside the stated limit
+//     of edits timed by managedFields (below). Then by the window's end a
+//     status the cron-scaler wrote records the slot as a successful
+//     execution with the rule's value, and the target field holds it.
+//  2. Nothing else runs. Every change the cron-scaler makes to a target
+//     field is the value of a slot that may run then: a slot of an
+//     incarnation on that target that the writing process could see (its
+//     cache or the apiserver, at the write), after the incarnation's start,
+//     at or before the write and not past its deadline. A slot from before
+//     an edit, or applied to a target the rule no longer names, is not.
+//  3. Latest wins, across objects too: the slots whose values the
+//     cron-scaler writes to one field never go back in time.
+//  4. Never undone: once a slot was applied (written, or recorded), the
+//     cron-scaler does not write it again over another writer's later
+//     change; and an inherited firing (due before the writing process
+//     started) is not applied over a change made through the object at or
+//     after the slot (NotReapplied). The stated limit: a change made through
+//     the scale subresource after a process applied the slot and ended
+//     without recording it, undone by a later process re-applying it.
+//  5. No false second controller: ManagedByAnotherController is reported
+//     for an object only after a second controller really wrote its status.
+//  6. Recorded once: a scheduled time of a rule is recorded at most one way
+//     (applied at one time, or failed/missed), across every status written.
+//
+// The stated limits of edits made while the controller was down: a process
+// that first saw an edit in its first list, together with a later change of
+// the object, may plan from that later change (the newest time in
+// managedFields); and any change of the object made before a process started,
+// in a later second than its last status write, makes every rule of the
+// object plan from it (see unwatchedChange). Slots these excuse are excused
+// from check 1 only (they may still run: check 2 allows them).
+
+const (
+	// simSettle is how long a leader and the apiserver must run without
+	// faults after a slot for the doc to promise it runs: the watch's
+	// longest lag (a minute) and the longest backoff after an outage
+	// (30 s) fit in it.
+	simSettle = 90 * time.Second
+	// simSlack is the precision of deadlines (the requeue's 10 ms, the
+	// second of managedFields).
+	simSlack = time.Second
+	// simLagLimit bounds how long after a change a process may still act
+	// on what was before it: the watch's longest lag (a minute) or a first
+	// list up to two minutes behind.
+	simLagLimit = 3 * time.Minute
+)
+
+type incarnation struct {
+	uid        types.UID
+	obj, rule  string
+	target     simTarget
+	sched      *cronschedule.Schedule
+	zone       string
+	maxDelay   *int32
+	start, end time.Time
+	// slackEnd is the end of the stated limit: slots up to it are excused
+	// from check 1.
+	slackEnd time.Time
+	values   []valuesAt
+}
+
+type valuesAt struct {
+	at time.Time
+	v  map[string]int32
+}
+
+func (i *incarnation) String() string {
+	return fmt.Sprintf("%s/%s rule %s (%s %s on %s, from %s)", i.obj, i.uid, i.rule, i.sched, i.sched.Location(), i.target, i.start.UTC().Format(time.RFC3339Nano))
+}
+
+func (i *incarnation) current(t time.Time) bool {
+	return !t.Before(i.start) && (i.end.IsZero() || t.Before(i.end))
+}
+
+func (i *incarnation) valuesAt(t time.Time) map[string]int32 {
+	var out map[string]int32
+	for _, v := range i.values {
+		if !v.at.After(t) {
+			out = v.v
+		}
+	}
+	return out
+}
+
+// valueSet is every value the incarnation set on field up to t.
+func (i *incarnation) valueSet(field string, upTo time.Time) map[int32]bool {
+	out := map[int32]bool{}
+	for _, v := range i.values {
+		if x, ok := v.v[field]; ok && !v.at.After(upTo) {
+			out[x] = true
+		}
+	}
+	return out
+}
+
+func (i *incarnation) deadline(slot time.Time) time.Time {
+	d := i.sched.Next(slot)
+	if i.maxDelay != nil {
+		if end := slot.Add(time.Duration(*i.maxDelay) * time.Second); d.IsZero() || end.Before(d) {
+			d = end
+		}
+	}
+	return d
+}
+
+// eligible says whether slot is one of the incarnation's.
+func (i *incarnation) eligible(slot time.Time) bool {
+	return !slot.IsZero() && slot.After(i.start) && (i.end.IsZero() || slot.Before(i.end))
+}
+
+type oracle struct {
+	s          *sim
+	incs       []*incarnation
+	byTarget   map[simTarget][]*incarnation
+	violations []string
+	// recorded is when a slot was first recorded as applied in a status
+	// the cron-scaler wrote.
+	recorded map[slotKey]time.Time
+	mustRun  int
+}
+
+type slotKey struct {
+	uid  types.UID
+	rule string
+	slot int64
+}
+
+// keyOf is the slot's key (the time in Unix seconds: times from the
+// schedule and from status differ in their location).
+func keyOf(uid types.UID, rule string, slot time.Time) slotKey {
+	return slotKey{uid, rule, slot.Unix()}
+}
+
+func (o *oracle) violate(at time.Time, format string, args ...any) {
+	o.violations = append(o.violations, at.UTC().Format("2006-01-02T15:04:05.000Z")+" "+fmt.Sprintf(format, args...))
+}
+
+func judge(s *sim) *oracle {
+	o := &oracle{s: s, byTarget: map[simTarget][]*incarnation{}, recorded: map[slotKey]time.Time{}}
+	o.buildIncarnations()
+	o.checkRecords()
+	o.checkMustRun()
+	o.checkTargetWrites()
+	o.checkOtherControllerReports()
+	sort.Strings(o.violations)
+	return o
+}
+
+// ruleFields are the fields a rule sets on a target of t's kind.
+func ruleFields(t simTarget, r *autoscalingv1alpha1.CronFederatedHPARule) map[string]int32 {
+	out := map[string]int32{}
+	set := func(f string, v *int32) {
+		if v != nil {
+			out[f] = *v
+		}
+	}
+	switch t.kind() {
+	case "Deployment":
+		set(fieldReplicas, r.TargetReplicas)
+	case "LeaderWorkerSet":
+		set(fieldReplicas, r.TargetReplicas)
+		set(fieldMin, r.TargetMinReplicas)
+		set(fieldMax, r.TargetMaxReplicas)
+	default:
+		set(fieldMin, r.TargetMinReplicas)
+		set(fieldMax, r.TargetMaxReplicas)
+	}
+	return out
+}
+
+func (o *oracle) buildIncarnations() {
+	srv := o.s.srv
+	uids := make([]types.UID, 0, len(srv.versions))
+	for uid := range srv.versions {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	for _, uid := range uids {
+		var prev *autoscalingv1alpha1.CronFederatedHPA
+		open := map[string]*incarnation{}
+		end := func(name string, at time.Time) {
+			open[name].end = at
+			delete(open, name)
+		}
+		for _, v := range srv.versions[uid] {
+			if v.deleted {
+				for name := range open {
+					end(name, v.at)
+				}
+				continue
+			}
+			if !v.spec {
+				continue
+			}
+			obj := v.obj
+			target := simTarget(obj.Spec.ScaleTargetRef.Kind + "/" + obj.Spec.ScaleTargetRef.Name)
+			retargeted := prev != nil && !equality.Semantic.DeepEqual(prev.Spec.ScaleTargetRef, obj.Spec.ScaleTargetRef)
+			rules := map[string]*autoscalingv1alpha1.CronFederatedHPARule{}
+			for i := range obj.Spec.Rules {
+				rules[obj.Spec.Rules[i].Name] = &obj.Spec.Rules[i]
+			}
+			for name, inc := range open {
+				r := rules[name]
+				switch {
+				case r == nil, retargeted, ptr.Deref(r.Suspend, false),
+					r.Schedule != inc.sched.String(), ptr.Deref(r.TimeZone, "") != inc.zone:
+					end(name, v.at)
+				default:
+					if vals := ruleFields(target, r); !equality.Semantic.DeepEqual(vals, inc.valuesAt(v.at)) {
+						inc.values = append(inc.values, valuesAt{at: v.at, v: vals})
+					}
+				}
+			}
+			for i := range obj.Spec.Rules {
+				r := &obj.Spec.Rules[i]
+				if open[r.Name] != nil || ptr.Deref(r.Suspend, false) {
+					continue
+				}
+				loc, err := cronschedule.RuleLocation(r.TimeZone)
+				if err != nil {
+					panic(err)
+				}
+				sched, err := cronschedule.Parse(r.Schedule, loc)
+				if err != nil {
+					panic(err)
+				}
+				inc := &incarnation{uid: uid, obj: obj.Name, rule: r.Name, target: target, sched: sched, zone: ptr.Deref(r.TimeZone, ""), maxDelay: r.MaxDelaySeconds,
+					start: v.at, values: []valuesAt{{at: v.at, v: ruleFields(target, r)}}}
+				inc.slackEnd = o.slackEnd(uid, v.at)
+				open[r.Name] = inc
+				o.incs = append(o.incs, inc)
+				o.byTarget[target] = append(o.byTarget[target], inc)
+			}
+			prev = obj
+		}
+	}
+}
+
+// slackEnd is the end of the stated limit for a change made at: the newest
+// spec change any process held when it first held that change, if it saw
+// it in its first list or together with later changes.
+func (o *oracle) slackEnd(uid types.UID, at time.Time) time.Time {
+	end := at
+	for _, p := range o.s.procs {
+		first := -1
+		for i, d := range p.seen {
+			if d.uid == uid && !d.versionAt.Before(at) {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			continue
+		}
+		for _, d := range p.seen[first:] {
+			if !d.at.Equal(p.seen[first].at) {
+				break
+			}
+			if d.uid == uid && d.specAt.After(end) {
+				end = d.specAt
+			}
+		}
+	}
+	return end
+}
+
+// checkRecords is check 6, and indexes when slots were recorded applied.
+func (o *oracle) checkRecords() {
+	seen := map[slotKey]string{}
+	for _, c := range o.s.srv.statuses {
+		for _, h := range c.status.ExecutionHistories {
+			for _, e := range h.SuccessfulExecutions {
+				k := keyOf(c.uid, h.RuleName, e.ScheduleTime.Time)
+				o.note(seen, c, k, "applied at "+e.ExecutionTime.UTC().Format(time.RFC3339))
+				if _, ok := o.recorded[k]; !ok && c.manager == FieldManager {
+					o.recorded[k] = c.at
+				}
+			}
+			for _, e := range h.FailedExecutions {
+				if len(e.Message) >= len(simForeignPrefix) && e.Message[:len(simForeignPrefix)] == simForeignPrefix {
+					continue
+				}
+				o.note(seen, c, keyOf(c.uid, h.RuleName, e.ScheduleTime.Time), "failed at "+e.ExecutionTime.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+}
+
+func (o *oracle) note(seen map[slotKey]string, c statusCommit, k slotKey, how string) {
+	if prev, ok := seen[k]; ok && prev != how {
+		o.violate(c.at, "recorded twice: %s rule %s slot %s was recorded %s, then %s (status written by %s)",
+			c.name, k.rule, time.Unix(k.slot, 0).UTC().Format(time.RFC3339), prev, how, c.manager)
+	}
+	seen[k] = how
+}
+
+// leaderAt is the process that runs from at least from to to, if any.
+func (o *oracle) leaderThrough(from, to time.Time) *simProc {
+	for _, p := range o.s.procs {
+		if !p.start.After(from) && p.end.After(to) {
+			return p
+		}
+	}
+	return nil
+}
+
+// faultFree says whether no outage is in [from, to] and no flaky period in
+// [since, to] (answered failures back off for minutes: a flaky period after
+// the slot excuses it).
+func (o *oracle) faultFree(since, from, to time.Time) bool {
+	for _, i := range o.s.scenario.outages {
+		if i.from.Before(to) && i.to.After(from) {
+			return false
+		}
+	}
+	for _, f := range o.s.scenario.flakies {
+		if f.from.Before(to) && f.to.After(since) {
+			return false
+		}
+	}
+	return true
+}
+
+// window returns when a slot's must-run window starts: the first moment
+// from the slot on, before its deadline less simSettle, from which one
+// leader runs with a fault-free apiserver for simSettle; zero if none.
+func (o *oracle) window(inc *incarnation, slot time.Time) time.Time {
+	deadline := inc.deadline(slot)
+	cands := []time.Time{slot}
+	for _, p := range o.s.procs {
+		if p.start.After(slot) && p.start.Before(deadline) {
+			cands = append(cands, p.start)
+		}
+	}
+	for _, i := range o.s.scenario.outages {
+		if i.to.After(slot) && i.to.Before(deadline) {
+			cands = append(cands, i.to)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Before(cands[j]) })
+	for _, t0 := range cands {
+		end := t0.Add(simSettle)
+		if !end.Before(deadline) || end.After(o.s.scenario.end) {
+			return time.Time{}
+		}
+		p := o.leaderThrough(t0, end)
+		if p == nil || (t0.Equal(slot) && !p.start.Before(slot)) {
+			continue
+		}
+		if o.faultFree(slot, t0, end) {
+			return t0
+		}
+	}
+	return time.Time{}
+}
+
+// otherChange says whether a writer other than the cron-scaler changed the
+// field in [from, to].
+func (o *oracle) otherChange(t simTarget, field string, from, to time.Time) bool {
+	for _, ch := range o.s.srv.fields[fieldKey(t, field)] {
+		if ch.manager != FieldManager && !ch.at.Before(from) && !ch.at.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// crowded says whether another slot for the field may run in the window:
+// one of another incarnation in [slot, end]. An earlier slot still in time
+// does not excuse the slot: the latest due slot wins (across objects too).
+func (o *oracle) crowded(inc *incarnation, field string, slot, t0, end time.Time) bool {
+	for _, other := range o.byTarget[inc.target] {
+		if other == inc {
+			continue
+		}
+		if _, ok := other.valuesAt(end)[field]; !ok {
+			if _, ok := other.valuesAt(slot)[field]; !ok {
+				continue
+			}
+		}
+		// An incarnation that ended shortly before may still fire: the
+		// process sees its end when the watch (or a stale first list)
+		// catches up.
+		from := slot.Add(-time.Nanosecond)
+		if other.start.After(from) {
+			from = other.start
+		}
+		if s := other.sched.Next(from); !s.IsZero() && !s.After(end) &&
+			(other.end.IsZero() || s.Before(other.end.Add(simLagLimit))) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMustRun is check 1.
+func (o *oracle) checkMustRun() {
+	end := o.s.scenario.end
+	for _, inc := range o.incs {
+		last := end
+		if !inc.end.IsZero() && inc.end.Before(last) {
+			last = inc.end
+		}
+		for slot := inc.sched.Next(inc.start); !slot.IsZero() && slot.Before(last); slot = inc.sched.Next(slot) {
+			if !slot.After(inc.slackEnd) {
+				continue
+			}
+			t0 := o.window(inc, slot)
+			if t0.IsZero() {
+				continue
+			}
+			settled := t0.Add(simSettle)
+			if !inc.end.IsZero() && !inc.end.After(settled) {
+				continue
+			}
+			if p := o.leaderThrough(t0, settled); p.start.After(slot) && o.unwatchedChange(inc.uid, slot, p.start) {
+				continue
+			}
+			vals := inc.valuesAt(slot)
+			ok := true
+			for field := range vals {
+				if o.otherChange(inc.target, field, slot.Add(-simSlack), settled) || o.crowded(inc, field, slot, t0, settled) {
+					ok = false
+				}
+			}
+			if !ok || len(vals) == 0 {
+				continue
+			}
+			o.mustRun++
+			o.expectRun(inc, slot, t0, settled)
+		}
+	}
+}
+
+func (o *oracle) expectRun(inc *incarnation, slot, t0, settled time.Time) {
+	k := keyOf(inc.uid, inc.rule, slot)
+	how := "on time"
+	if t0.After(slot) {
+		how = fmt.Sprintf("when the apiserver or a leader came back at %s", t0.UTC().Format(time.RFC3339Nano))
+	}
+	tag := o.mustRunTag(inc, slot, t0)
+	at, ok := o.recorded[k]
+	if !ok || at.After(settled) {
+		o.violate(slot, "%smust run: %s slot %s (%s) is not recorded as applied by %s", tag, inc, slot.UTC().Format(time.RFC3339), how, settled.UTC().Format(time.RFC3339))
+	} else if !o.recordedValues(inc, slot, settled) {
+		o.violate(slot, "must run: %s slot %s is recorded with values the rule never had", inc, slot.UTC().Format(time.RFC3339))
+	}
+	for field := range inc.valuesAt(slot) {
+		want := inc.valueSet(field, settled)
+		got := o.valueAt(inc.target, field, settled)
+		if !want[got] {
+			tag := tag
+			if ok && tag == "" {
+				tag = o.wrongValueTag(inc, field, slot, settled)
+			}
+			o.violate(slot, "%smust run: %s slot %s (%s): %s.%s is %d at %s; want one of the rule's values %v", tag, inc, slot.UTC().Format(time.RFC3339), how,
+				inc.target, field, got, settled.UTC().Format(time.RFC3339), keys(want))
+		}
+	}
+}
+
+// recordedValues says whether the first status recording the slot as
+// applied records values of the rule.
+func (o *oracle) recordedValues(inc *incarnation, slot, upTo time.Time) bool {
+	for _, c := range o.s.srv.statuses {
+		if c.uid != inc.uid || c.manager != FieldManager {
+			continue
+		}
+		for _, h := range c.status.ExecutionHistories {
+			if h.RuleName != inc.rule {
+				continue
+			}
+			for _, e := range h.SuccessfulExecutions {
+				if !e.ScheduleTime.Time.Equal(slot) {
+					continue
+				}
+				for field, v := range map[string]*int32{fieldReplicas: e.AppliedReplicas, fieldMin: e.AppliedMinReplicas, fieldMax: e.AppliedMaxReplicas} {
+					if v != nil && !inc.valueSet(field, upTo)[*v] {
+						return false
+					}
+				}
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func keys(m map[int32]bool) []int32 {
+	out := make([]int32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// valueAt is the field's value at t.
+func (o *oracle) valueAt(t simTarget, field string, at time.Time) int32 {
+	var v int32
+	for _, ch := range o.s.srv.fields[fieldKey(t, field)] {
+		if ch.at.After(at) {
+			break
+		}
+		v = ch.value
+	}
+	return v
+}
+
+// attribute returns the latest slot a cron-scaler change may be the value
+// of (check 2), and its incarnation; nil if none.
+func (o *oracle) attribute(t simTarget, field string, ch fieldChange) (*incarnation, time.Time) {
+	var best *incarnation
+	var bestSlot time.Time
+	for _, inc := range o.byTarget[t] {
+		views := []time.Time{ch.at}
+		if at, ok := ch.cacheAt[inc.uid]; ok {
+			views = append(views, at)
+		}
+		for _, view := range views {
+			if !inc.current(view) {
+				continue
+			}
+			if v, ok := inc.valuesAt(view)[field]; !ok || v != ch.value {
+				continue
+			}
+			slot := inc.sched.Prev(ch.at)
+			for range 2 {
+				// Seen in the process's cache, the incarnation's end may
+				// not have reached it yet: a slot after it is still one
+				// the process may run.
+				if slot.IsZero() || !slot.After(inc.start) || (!view.Equal(ch.at) && !inc.current(view)) || (view.Equal(ch.at) && !inc.eligible(slot)) {
+					break
+				}
+				if !ch.at.After(inc.deadline(slot).Add(simSlack)) {
+					if slot.After(bestSlot) {
+						best, bestSlot = inc, slot
+					}
+					break
+				}
+				slot = inc.sched.Prev(slot.Add(-time.Second))
+			}
+		}
+	}
+	return best, bestSlot
+}
+
+// checkTargetWrites is checks 2, 3 and 4.
+func (o *oracle) checkTargetWrites() {
+	fieldKeys := make([]string, 0, len(o.s.srv.fields))
+	for k := range o.s.srv.fields {
+		fieldKeys = append(fieldKeys, k)
+	}
+	sort.Strings(fieldKeys)
+	for _, fk := range fieldKeys {
+		changes := o.s.srv.fields[fk]
+		var t simTarget
+		var field string
+		for _, tt := range simTargets {
+			for _, f := range simFieldsOf(tt) {
+				if fieldKey(tt, f) == fk {
+					t, field = tt, f
+				}
+			}
+		}
+		type applied struct {
+			at   time.Time
+			proc *simProc
+		}
+		first := map[slotKey]applied{}
+		var latest time.Time
+		for i, ch := range changes {
+			if ch.manager != FieldManager {
+				continue
+			}
+			inc, slot := o.attribute(t, field, ch)
+			if inc == nil {
+				o.violate(ch.at, "%sapplied no slot that may run: process %d set %s.%s to %d, the value of no slot of a rule on %s after its start and in time",
+					o.retargetTag(ch), ch.proc.id, t, field, ch.value, t)
+				continue
+			}
+			k := keyOf(inc.uid, inc.rule, slot)
+			if slot.Before(latest) {
+				o.violate(ch.at, "[case 7] latest wins: process %d set %s.%s to %d (%s slot %s) after it had set the value of a later slot, %s",
+					ch.proc.id, t, field, ch.value, inc, slot.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
+			}
+			if slot.After(latest) {
+				latest = slot
+			}
+			if i > 0 {
+				prev := changes[i-1]
+				if prev.manager != FieldManager && !prev.at.Truncate(time.Second).Before(slot) {
+					a, wasApplied := first[k]
+					if rec, ok := o.recorded[k]; ok && rec.Before(prev.at) && (!wasApplied || rec.Before(a.at)) {
+						a, wasApplied = applied{at: rec}, true
+					}
+					switch {
+					case wasApplied && a.at.Before(prev.at):
+						limit := prev.subresource == "scale" && a.proc != nil && a.proc != ch.proc
+						if rec, ok := o.recorded[k]; ok && rec.Before(ch.at) {
+							limit = false
+						}
+						if !limit {
+							o.violate(ch.at, "undone: process %d set %s.%s back to %d for %s slot %s, applied at %s, over %s's change at %s (through %q)",
+								ch.proc.id, t, field, ch.value, inc, slot.UTC().Format(time.RFC3339), a.at.UTC().Format(time.RFC3339Nano),
+								prev.manager, prev.at.UTC().Format(time.RFC3339Nano), prev.subresource)
+						}
+					case !wasApplied && slot.Before(ch.proc.start) && prev.subresource == "":
+						o.violate(ch.at, "not NotReapplied: process %d (started %s) applied the inherited %s slot %s to %s.%s over %s's change through the object at %s",
+							ch.proc.id, ch.proc.start.UTC().Format(time.RFC3339Nano), inc, slot.UTC().Format(time.RFC3339), t, field,
+							prev.manager, prev.at.UTC().Format(time.RFC3339Nano))
+					}
+				}
+			}
+			if _, ok := first[k]; !ok {
+				first[k] = applied{at: ch.at, proc: ch.proc}
+			}
+		}
+	}
+}
+
+// checkOtherControllerReports is check 5.
+func (o *oracle) checkOtherControllerReports() {
+	for _, e := range o.s.events {
+		if e.reason != reasonManagedByAnother {
+			continue
+		}
+		real := false
+		for _, at := range o.s.srv.foreign[e.uid] {
+			if !at.After(e.at) {
+				real = true
+			}
+		}
+		if !real {
+			// Known case 6 when the process lost the answer to a status
+			// write of the object it then reported; otherwise case 5 (a
+			// predecessor's write seen after a stale first list).
+			tag := "[case 5]"
+			for _, l := range o.s.srv.lostStatus {
+				if l.proc.id == e.proc && l.uid == e.uid && !l.at.After(e.at) {
+					tag = "[case 6]"
+				}
+			}
+			o.violate(e.at, "%s false second controller: process %d reported %s on %s, whose status no other controller wrote: %s", tag, e.proc, e.reason, e.name, e.message)
+		}
+	}
+}
+
+// The seven known cases of issue 26, told apart for the report (a tag on
+// the violation; the checks do not depend on it).
+
+// mustRunTag tags a slot that did not run: case 3 when the rule was edited
+// less than a minute before it while a leader ran; case 1 when it is an
+// inherited slot of a rule rescheduled while no leader ran.
+func (o *oracle) mustRunTag(inc *incarnation, slot, t0 time.Time) string {
+	if t0.Equal(slot) && slot.Sub(inc.start) < time.Minute {
+		return "[case 3] "
+	}
+	if t0.After(slot) && o.leaderThrough(inc.start, inc.start) == nil {
+		return "[case 1] "
+	}
+	return ""
+}
+
+// retargetTag tags a write that applied no slot: case 2 when the object's
+// target changed since one of its rules had a slot with that value.
+func (o *oracle) retargetTag(ch fieldChange) string {
+	for _, inc := range o.incs {
+		if inc.end.IsZero() || inc.end.After(ch.at) || ch.at.Sub(inc.end) > 24*time.Hour {
+			continue
+		}
+		for _, v := range inc.values {
+			for _, x := range v.v {
+				if x == ch.value {
+					for _, next := range o.incs {
+						if next.uid == inc.uid && next.rule == inc.rule && next.start.Equal(inc.end) && next.target != inc.target {
+							return "[case 2] "
+						}
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// wrongValueTag tags a slot recorded as applied whose field does not hold
+// its value: case 7 when the cron-scaler's last change of the field was an
+// older slot's value; case 4 when the slot was inherited, is a bound of an
+// autoscaler, and the cron-scaler did not write it.
+func (o *oracle) wrongValueTag(inc *incarnation, field string, slot, settled time.Time) string {
+	var last *fieldChange
+	for i, ch := range o.s.srv.fields[fieldKey(inc.target, field)] {
+		if ch.at.After(settled) {
+			break
+		}
+		last = &o.s.srv.fields[fieldKey(inc.target, field)][i]
+	}
+	if last != nil && last.manager == FieldManager && last.at.After(slot) {
+		if _, s := o.attribute(inc.target, field, *last); s.Before(slot) {
+			return "[case 7] "
+		}
+	}
+	if field != fieldReplicas && (last == nil || !last.at.After(slot)) {
+		return "[case 4] "
+	}
+	return ""
+}
+
+// unwatchedChange is the stated limit of changes made while no controller
+// watched: a change of the object's spec or metadata (a label too) made at
+// or after the slot and before the process started, in a later second than
+// the object's last status write, makes every rule plan from it, and the
+// slot does not run (docs/cron-scaler.md, "Edits made while the controller
+// was down").
+func (o *oracle) unwatchedChange(uid types.UID, slot, started time.Time) bool {
+	var lastStatus time.Time
+	for _, c := range o.s.srv.statuses {
+		if c.uid == uid && !c.at.After(started) {
+			lastStatus = c.at
+		}
+	}
+	for _, v := range o.s.srv.versions[uid] {
+		if v.spec && !v.deleted && !v.at.Before(slot) && v.at.Before(started) &&
+			v.at.Truncate(time.Second).After(lastStatus.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,579 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeobj "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
+	"github.com/scaleplane/scaleplane/pkg/workloop"
+)
+
+// The simulated processes and the driver of TestSim. A process is a
+// Controller built with NewController, as the manager builds it, on
+// clients answered by the simulated apiserver. It runs single-threaded on
+// the simulated clock: the driver feeds its informer's indexer from the
+// server's watch log (with lag, and with a first list that may be stale),
+// calls its event handlers as the informer does, and runs its two stages
+// through workloop's Stage.ProcessNext, the function Run's workers run: the
+// syncs first, then the status writers (targets first). Keys requeued with
+// a delay or backoff are held by simQueue and come back when the clock
+// reaches them. A graceful stop runs workloop.RunStages itself (the stop
+// path: syncs in flight finish, status writes drain and are retried until
+// the drain timeout), stepping the clock from timer to timer so that it
+// replays exactly.
+
+// simQueue is one of a process's queues: keys added at once go to the real
+// queue; keys added with a delay are held until the clock reaches them, the
+// failure backoff coming from the controller's own rate limiter.
+type simQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	limiter workqueue.TypedRateLimiter[cache.ObjectName]
+	clock   clock.Clock
+	mu      sync.Mutex
+	due     map[cache.ObjectName]time.Time
+}
+
+func newSimQueue(q workqueue.TypedRateLimitingInterface[cache.ObjectName], clk clock.Clock) *simQueue {
+	return &simQueue{TypedRateLimitingInterface: q, limiter: failureRateLimiter(), clock: clk, due: map[cache.ObjectName]time.Time{}}
+}
+
+func (q *simQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	if d <= 0 {
+		q.Add(key)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at := q.clock.Now().Add(d)
+	if cur, ok := q.due[key]; !ok || at.Before(cur) {
+		q.due[key] = at
+	}
+}
+
+func (q *simQueue) AddRateLimited(key cache.ObjectName) { q.AddAfter(key, q.limiter.When(key)) }
+func (q *simQueue) Forget(key cache.ObjectName)         { q.limiter.Forget(key) }
+func (q *simQueue) NumRequeues(key cache.ObjectName) int {
+	return q.limiter.NumRequeues(key)
+}
+
+// next is when the earliest held key is due; zero if none.
+func (q *simQueue) next() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var next time.Time
+	for _, at := range q.due {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+// release adds the keys due by now, earliest first (ties by name).
+func (q *simQueue) release(now time.Time) {
+	q.mu.Lock()
+	var keys []cache.ObjectName
+	for k, at := range q.due {
+		if !at.After(now) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if !q.due[keys[i]].Equal(q.due[keys[j]]) {
+			return q.due[keys[i]].Before(q.due[keys[j]])
+		}
+		return keys[i].Name < keys[j].Name
+	})
+	for _, k := range keys {
+		delete(q.due, k)
+	}
+	q.mu.Unlock()
+	for _, k := range keys {
+		q.Add(k)
+	}
+}
+
+// simClock is the fake clock, noting every timer made on it (the drain of a
+// graceful stop waits on them).
+type simClock struct {
+	*testingclock.FakeClock
+	mu     sync.Mutex
+	timers []simTimer
+}
+
+type simTimer struct {
+	at time.Time
+	d  time.Duration
+}
+
+func (c *simClock) NewTimer(d time.Duration) clock.Timer {
+	c.mu.Lock()
+	c.timers = append(c.timers, simTimer{at: c.Now().Add(d), d: d})
+	c.mu.Unlock()
+	return c.FakeClock.NewTimer(d)
+}
+
+func (c *simClock) timersFrom(i int) []simTimer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= len(c.timers) {
+		return nil
+	}
+	return append([]simTimer(nil), c.timers[i:]...)
+}
+
+// simEvent is an event a process emitted.
+type simEvent struct {
+	at      time.Time
+	proc    int
+	uid     types.UID
+	name    string
+	reason  string
+	message string
+}
+
+type simRecorder struct {
+	s *sim
+	p *simProc
+}
+
+func (r *simRecorder) Event(obj runtimeobj.Object, eventtype, reason, message string) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if r.p.dead {
+		return
+	}
+	e := simEvent{at: r.s.clock.Now(), proc: r.p.id, reason: reason, message: message}
+	if m, ok := obj.(metav1.Object); ok {
+		e.uid, e.name = m.GetUID(), m.GetName()
+	}
+	r.s.events = append(r.s.events, e)
+}
+
+func (r *simRecorder) Eventf(obj runtimeobj.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *simRecorder) AnnotatedEventf(obj runtimeobj.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+// How a process ends.
+const (
+	endCrash         = "crash"            // dies between two steps
+	endCrashRecorded = "crash-unrecorded" // dies after a target write, before its status write
+	endCrashRequest  = "crash-in-request" // dies inside a request
+	endStop          = "graceful stop"    // releases its lease: the stop path drains
+)
+
+// maxCrashWait bounds how long a process meant to die in a request, or
+// between a target write and its status write, waits for one.
+const maxCrashWait = 15 * time.Minute
+
+// simProc is one controller process (one leader term).
+type simProc struct {
+	s       *sim
+	id      int
+	c       *Controller
+	ctx     context.Context
+	syncs   *simQueue
+	records *simQueue
+	indexer cache.Indexer
+	// The watch: cursor is the next event of the server's log to deliver,
+	// nextAt when (zero: not drawn yet), lastAt when the previous one was.
+	cursor         int
+	nextAt, lastAt time.Time
+	// cacheAt is, per object, when the version the cache holds was
+	// committed; seen logs every delivery for the oracle.
+	cacheAt map[types.UID]time.Time
+	seen    []delivery
+	start   time.Time
+	// end is when it stopped firing (crashed, or began to stop); dead once
+	// it does nothing more; cancelled once its drain timed out.
+	end             time.Time
+	dead, cancelled bool
+	endKind         string
+	// endAt is when the scenario ends it.
+	endAt        time.Time
+	clearActions func()
+}
+
+// delivery is a version of an object a process's cache got: by its first
+// list or by the watch, at, and the last spec change that version holds.
+type delivery struct {
+	at        time.Time
+	uid       types.UID
+	versionAt time.Time
+	specAt    time.Time
+	list      bool
+}
+
+func (p *simProc) cacheSnapshot() map[types.UID]time.Time {
+	out := make(map[types.UID]time.Time, len(p.cacheAt))
+	for k, v := range p.cacheAt {
+		out[k] = v
+	}
+	return out
+}
+
+// crashInRequest says whether the process dies in a request made now.
+func (p *simProc) crashInRequest(now time.Time) bool {
+	return p.endKind == endCrashRequest && !p.endAt.After(now)
+}
+
+func (p *simProc) die(now time.Time) {
+	if p.dead {
+		return
+	}
+	p.dead = true
+	if p.end.IsZero() {
+		p.end = now
+	}
+}
+
+// sim is one simulation: a seed, its scenario, the server, the processes.
+type sim struct {
+	seed     uint64
+	rng      *rand.Rand
+	clock    *simClock
+	srv      *simServer
+	scenario *scenario
+	ctx      context.Context
+	mu       sync.Mutex
+	procs    []*simProc
+	leader   *simProc
+	events   []simEvent
+	stats    simStats
+}
+
+type simStats struct {
+	syncs, records, refused, failed, lost, crashesInRequest int
+	objectSeconds                                           float64
+}
+
+func newSim(seed uint64, days float64) *sim {
+	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s.ctx = klog.NewContext(context.Background(), logr.Discard())
+	s.scenario = generateScenario(s, days)
+	s.clock = &simClock{FakeClock: testingclock.NewFakeClock(s.scenario.begin)}
+	s.srv = newSimServer(s)
+	return s
+}
+
+// run plays the scenario to its end.
+func (s *sim) run() {
+	sc := s.scenario
+	idle := 0
+	for {
+		now := s.clock.Now()
+		next := sc.nextAt()
+		if p := s.leader; p != nil {
+			for _, t := range []time.Time{p.syncs.next(), p.records.next(), p.nextDelivery(), p.endAt, p.endAt.Add(maxCrashWait)} {
+				if !t.After(now) && (t.Equal(p.endAt) || t.Equal(p.endAt.Add(maxCrashWait))) {
+					continue
+				}
+				if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+					next = t
+				}
+			}
+		}
+		if next.IsZero() || next.After(sc.end) {
+			break
+		}
+		if next.After(now) {
+			s.clock.SetTime(next)
+			idle = 0
+		} else if idle++; idle > 100000 {
+			panic(fmt.Sprintf("seed %d: the simulation makes no progress at %s", s.seed, now))
+		}
+		s.step()
+	}
+	s.clock.SetTime(sc.end)
+	if p := s.leader; p != nil {
+		p.die(sc.end)
+		s.stop(p)
+	}
+}
+
+// step does what is due now: the scenario's events, the end of the leader
+// term, the watch, then the leader's syncs and status writes.
+func (s *sim) step() {
+	now := s.clock.Now()
+	for _, e := range s.scenario.due(now) {
+		e.do()
+	}
+	p := s.leader
+	if p == nil {
+		return
+	}
+	if !p.endAt.After(now) {
+		switch {
+		case p.endKind == endCrash, !p.endAt.Add(maxCrashWait).After(now):
+			s.crash(p)
+			return
+		case p.endKind == endStop:
+			s.gracefulStop(p)
+			return
+		}
+	}
+	p.clearActions()
+	s.deliver(p, now)
+	p.syncs.release(now)
+	p.records.release(now)
+	syncs, records := p.c.stages()[0], p.c.stages()[1]
+	for p.c.queue.Len() > 0 && !p.dead {
+		syncs.ProcessNext(p.ctx, p.ctx)
+		s.stats.syncs++
+	}
+	if !p.dead && p.endKind == endCrashRecorded && !p.endAt.After(now) && p.c.records.Len() > 0 {
+		// Targets written, statuses not: the crash window.
+		s.crash(p)
+		return
+	}
+	for p.c.records.Len() > 0 && !p.dead {
+		records.ProcessNext(p.ctx, p.ctx)
+		s.stats.records++
+	}
+	if p.dead {
+		s.crash(p)
+	}
+}
+
+// startProc starts a new leader: a new process, its informer listed from
+// the server (perhaps from a watch cache behind the last write).
+func (s *sim) startProc(endKind string, endAt time.Time) {
+	now := s.clock.Now()
+	p := &simProc{s: s, id: len(s.procs) + 1, start: now, endKind: endKind, endAt: endAt, cacheAt: map[types.UID]time.Time{}}
+	p.ctx = klog.NewContext(context.Background(), logr.Discard())
+	client, kube, scales, meta := s.srv.clients(p)
+	// The fake clients keep every request; the simulation keeps its own
+	// history, so they are emptied at every step.
+	p.clearActions = func() {
+		client.ClearActions()
+		kube.ClearActions()
+		scales.ClearActions()
+		meta.ClearActions()
+	}
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	informer := factory.Autoscaling().V1alpha1().CronFederatedHPAs()
+	c, err := NewController(p.ctx, Config{
+		Informer: informer, Client: client, KubeClient: kube, Scales: scales, Metadata: meta,
+		Mapper: newTestMapper(), Recorder: &simRecorder{s: s, p: p}, Clock: s.clock, Workers: 1, Stored: AllStoredFields,
+	})
+	if err != nil {
+		panic(err)
+	}
+	p.syncs, p.records = newSimQueue(c.queue, s.clock), newSimQueue(c.records, s.clock)
+	c.queue, c.records = p.syncs, p.records
+	p.c = c
+	p.indexer = informer.Informer().GetIndexer()
+	s.procs = append(s.procs, p)
+	s.leader = p
+
+	// The first list: the state at some point of the log, perhaps behind
+	// its end (a watch cache behind the last write).
+	s.srv.mu.Lock()
+	upTo := len(s.srv.log)
+	if s.rng.Float64() < s.scenario.staleList {
+		behind := now.Add(-time.Duration(s.rng.Int64N(int64(2 * time.Minute))))
+		upTo = sort.Search(len(s.srv.log), func(i int) bool { return s.srv.log[i].at.After(behind) })
+	}
+	state := map[string]watchEvent{}
+	for _, e := range s.srv.log[:upTo] {
+		if e.deleted {
+			delete(state, e.obj.Name)
+		} else {
+			state[e.obj.Name] = e
+		}
+	}
+	s.srv.mu.Unlock()
+	p.cursor = upTo
+	names := make([]string, 0, len(state))
+	for n := range state {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	objs := make([]any, 0, len(names))
+	for _, n := range names {
+		e := state[n]
+		obj, _ := stripForCache(e.obj.DeepCopy())
+		objs = append(objs, obj)
+		p.cacheAt[e.obj.UID] = e.at
+		p.seen = append(p.seen, delivery{at: now, uid: e.obj.UID, versionAt: e.at, specAt: e.version.specAt, list: true})
+	}
+	if err := p.indexer.Replace(objs, ""); err != nil {
+		panic(err)
+	}
+	for _, o := range objs {
+		c.onAdd(p.ctx, o)
+	}
+}
+
+// nextDelivery is when the next watch event reaches the leader; zero if
+// none is left.
+func (p *simProc) nextDelivery() time.Time {
+	srv := p.s.srv
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if p.cursor >= len(srv.log) {
+		return time.Time{}
+	}
+	if p.nextAt.IsZero() {
+		at := srv.log[p.cursor].at.Add(p.s.scenario.watchLag())
+		if at.Before(p.lastAt) {
+			at = p.lastAt
+		}
+		p.nextAt = at
+	}
+	return p.nextAt
+}
+
+// deliver feeds the leader's informer the watch events due by now, and
+// calls its handlers as the informer does.
+func (s *sim) deliver(p *simProc, now time.Time) {
+	for {
+		at := p.nextDelivery()
+		if at.IsZero() || at.After(now) {
+			return
+		}
+		s.srv.mu.Lock()
+		e := s.srv.log[p.cursor]
+		s.srv.mu.Unlock()
+		p.cursor++
+		p.lastAt, p.nextAt = at, time.Time{}
+		obj, _ := stripForCache(e.obj.DeepCopy())
+		cron := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+		old, exists, _ := p.indexer.Get(cron)
+		switch {
+		case e.deleted:
+			if exists {
+				_ = p.indexer.Delete(old)
+				p.c.onDelete(p.ctx, old)
+			}
+			delete(p.cacheAt, cron.UID)
+			continue
+		case exists:
+			_ = p.indexer.Update(cron)
+			p.c.onUpdate(p.ctx, old, cron)
+		default:
+			_ = p.indexer.Add(cron)
+			p.c.onAdd(p.ctx, cron)
+		}
+		p.cacheAt[cron.UID] = e.at
+		p.seen = append(p.seen, delivery{at: now, uid: cron.UID, versionAt: e.at, specAt: e.version.specAt})
+	}
+}
+
+// crash ends the leader at once: what it held in memory is gone.
+func (s *sim) crash(p *simProc) {
+	p.die(s.clock.Now())
+	s.stop(p)
+}
+
+func (s *sim) stop(p *simProc) {
+	p.dead = true
+	p.c.queue.ShutDown()
+	p.c.records.ShutDown()
+	if s.leader == p {
+		s.leader = nil
+	}
+}
+
+// gracefulStop runs the stop path of Run (workloop.RunStages with its
+// context ended): no new syncs, the status writes of the firings applied
+// drain, retried until the drain timeout. The clock is stepped from timer
+// to timer, each time the status writer waits on one, so the drain replays
+// exactly.
+func (s *sim) gracefulStop(p *simProc) {
+	now := s.clock.Now()
+	p.end = now
+	ctx, cancel := context.WithCancel(p.ctx)
+	cancel()
+	// Queued in a fixed order before the stop queues them (from a map).
+	keys := p.c.memory.pendingKeys()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Name < keys[j].Name })
+	for _, k := range keys {
+		p.c.records.Add(k)
+	}
+	first := len(s.clock.timersFrom(0))
+	drainEnd := now.Add(p.c.drainTimeout)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		workloop.RunStages(ctx, workloop.Options{DrainTimeout: p.c.drainTimeout, Clock: p.c.clock}, p.c.stages()...)
+	}()
+	stepped := 0
+	for {
+		var retry *simTimer
+		drainTimer := false
+		for retry == nil {
+			select {
+			case <-done:
+				s.stop(p)
+				return
+			default:
+			}
+			// The drain timer and the writer's first retry may be made in
+			// either order.
+			var retries []simTimer
+			for _, t := range s.clock.timersFrom(first) {
+				if t.d == p.c.drainTimeout && !drainTimer {
+					drainTimer = true
+					continue
+				}
+				retries = append(retries, t)
+			}
+			if stepped < len(retries) {
+				retry = &retries[stepped]
+			}
+			if retry == nil || !drainTimer {
+				retry = nil
+				runtime.Gosched()
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+		stepped++
+		if !retry.at.Before(drainEnd) {
+			s.srv.mu.Lock()
+			p.cancelled = true
+			s.srv.mu.Unlock()
+			s.clock.SetTime(drainEnd)
+			<-done
+			s.stop(p)
+			return
+		}
+		s.clock.SetTime(retry.at)
+	}
+}

@@ -1,0 +1,243 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cronscaler
+
+import (
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+)
+
+// TestSim runs the cron-scaler's production stages against a simulated
+// apiserver and clock (sim_server_test.go, sim_run_test.go) through seeded
+// scenarios of edits, crashes, leader changes and faults
+// (sim_scenario_test.go), and checks every history against an oracle
+// written from docs/cron-scaler.md (sim_oracle_test.go). Everything random
+// comes from the seed: a failing seed replays exactly with
+//
+//	go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=N -sim.days=D -sim.v
+//
+// Without flags it runs simSeeds, one simulated day each. As a soak:
+//
+//	go test ./pkg/controllers/cronscaler -run 'TestSim$' -timeout 0 -args -sim.seeds=N -sim.days=D
+//
+// runs N seeds from -sim.first on, and prints the object-days simulated.
+var (
+	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed (with -sim.days)")
+	simCount = flag.Int("sim.seeds", 0, "run this many seeds from -sim.first instead of the fixed ones (a soak)")
+	simFirst = flag.Uint64("sim.first", 1000, "the first seed of -sim.seeds")
+	simDays  = flag.Float64("sim.days", 1, "simulated days per seed")
+	simV     = flag.Bool("sim.v", false, "print every violation and the scenario's processes and faults")
+)
+
+// simSeeds are the fixed seeds of make test. Each simulates one day of two
+// to five CronFederatedHPAs with every fault kind. On the code before issue
+// 26's fixes they found its seven known cases (the oracle tags each
+// violation with the case it matches; see mustRunTag):
+//
+//	seed  22: case 1 (2 violations), case 6 (1)
+//	seed 131: case 2 (1)
+//	seed 251: case 3 (2)
+//	seed 333: case 4 (1), case 7 (1)
+//	seed   8: case 5 (4)
+//	seed   9: case 6 (7), case 7 (2)
+//	seed  19: case 7 (1)
+//	seed 145: case 1 (2), case 6 (2)
+//	seed 156: case 2 (1), case 6 (5)
+//	seed  59: case 5 (1), case 7 (3)
+//
+// The others fail when a guarantee is broken in the fixed code: seeds 29
+// and 275 when the event handlers drop a replan mark (an old slot is
+// applied to a target the rule no longer names), seeds 320 and 706 when an
+// inherited firing is taken as applied from managedFields without
+// comparing the target's values (a FederatedHPA bound keeps its old value).
+// Skipping a status write fails every seed.
+//
+// A seed's scenario depends on the generator (sim_scenario_test.go) and the
+// server's use of the random source: changing either changes what each seed
+// plays, and the list must be found again.
+var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706}
+
+func TestSim(t *testing.T) {
+	seeds := simSeeds
+	switch {
+	case *simSeed != 0:
+		seeds = []uint64{*simSeed}
+	case *simCount > 0:
+		seeds = nil
+		for i := range *simCount {
+			seeds = append(seeds, *simFirst+uint64(i))
+		}
+	}
+	start := time.Now()
+	var objectDays float64
+	var mustRun, failed int
+	for _, seed := range seeds {
+		s, o := runSim(seed, *simDays)
+		objectDays += s.stats.objectSeconds / 86400
+		mustRun += o.mustRun
+		if len(o.violations) > 0 {
+			failed++
+			t.Errorf("seed %d: %d violations (%s); replay: go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=%d -sim.days=%g -sim.v\n%s",
+				seed, len(o.violations), knownCases(o.violations), seed, *simDays, summarize(o.violations, *simV))
+		}
+		if *simV {
+			t.Log(s.describe())
+		}
+		if *simCount > 0 && (seed-*simFirst+1)%100 == 0 {
+			// A soak may be stopped at any time: say how far it got.
+			t.Logf("after seed %d: %.0f object-days, %d slots that must run checked, %d seeds with violations, in %v",
+				seed, objectDays, mustRun, failed, time.Since(start).Round(time.Second))
+		}
+		if *simDump != "" {
+			t.Log(s.dump(*simDump))
+		}
+	}
+	t.Logf("%d seeds, %.0f object-days simulated, %d slots that must run checked, %d seeds with violations, in %v",
+		len(seeds), objectDays, mustRun, failed, time.Since(start).Round(time.Millisecond))
+}
+
+// runSim runs one seed and judges it.
+func runSim(seed uint64, days float64) (*sim, *oracle) {
+	// The workers report failed syncs through utilruntime.HandleError,
+	// whose default handlers sleep a millisecond between errors: thousands
+	// of failures in a simulated outage would take seconds of real time.
+	handlers := utilruntime.ErrorHandlers
+	utilruntime.ErrorHandlers = nil
+	defer func() { utilruntime.ErrorHandlers = handlers }()
+	s := newSim(seed, days)
+	s.run()
+	s.countObjectSeconds()
+	return s, judge(s)
+}
+
+// countObjectSeconds adds up how long each CronFederatedHPA existed.
+func (s *sim) countObjectSeconds() {
+	for _, vs := range s.srv.versions {
+		from := vs[0].at
+		to := s.scenario.end
+		if last := vs[len(vs)-1]; last.deleted {
+			to = last.at
+		}
+		s.stats.objectSeconds += to.Sub(from).Seconds()
+	}
+}
+
+func summarize(violations []string, all bool) string {
+	if !all && len(violations) > 5 {
+		return strings.Join(violations[:5], "\n") + fmt.Sprintf("\n... and %d more (-sim.v prints all)", len(violations)-5)
+	}
+	return strings.Join(violations, "\n")
+}
+
+// describe says what the scenario did.
+func (s *sim) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %s to %s, %d objects, stale lists %.0f%%, second controller %v\n", s.seed,
+		s.scenario.begin.UTC().Format(time.RFC3339), s.scenario.end.UTC().Format(time.RFC3339), s.scenario.objects, 100*s.scenario.staleList, s.scenario.secondController)
+	for _, p := range s.procs {
+		fmt.Fprintf(&b, "  process %d: %s to %s (%s)\n", p.id, p.start.UTC().Format(time.RFC3339Nano), p.end.UTC().Format(time.RFC3339Nano), p.endKind)
+	}
+	for _, o := range s.scenario.outages {
+		fmt.Fprintf(&b, "  outage %s to %s\n", o.from.UTC().Format(time.RFC3339Nano), o.to.UTC().Format(time.RFC3339Nano))
+	}
+	for _, f := range s.scenario.flakies {
+		fmt.Fprintf(&b, "  flaky %s to %s (fail %.2f, lost %.2f)\n", f.from.UTC().Format(time.RFC3339Nano), f.to.UTC().Format(time.RFC3339Nano), f.fail, f.lost)
+	}
+	fmt.Fprintf(&b, "  %+v", s.stats)
+	return b.String()
+}
+
+// dump prints the events and status commits of an object (debugging aid,
+// with -sim.dump=name).
+var simDump = flag.String("sim.dump", "", "print the events, status writes and target changes of this object")
+
+func (s *sim) dump(name string) string {
+	var b strings.Builder
+	for _, e := range s.events {
+		if e.name == name {
+			fmt.Fprintf(&b, "  event %s p%d %s: %s\n", e.at.UTC().Format(time.RFC3339Nano), e.proc, e.reason, e.message)
+		}
+	}
+	for _, c := range s.srv.statuses {
+		if c.name == name {
+			fmt.Fprintf(&b, "  status %s by %s: ", c.at.UTC().Format(time.RFC3339Nano), c.manager)
+			for _, h := range c.status.ExecutionHistories {
+				fmt.Fprintf(&b, "[%s next %v ok:", h.RuleName, timeOf(h.NextExecutionTime).UTC().Format(time.RFC3339))
+				for _, e := range h.SuccessfulExecutions {
+					fmt.Fprintf(&b, " %s", e.ScheduleTime.UTC().Format(time.RFC3339))
+				}
+				fmt.Fprint(&b, " failed:")
+				for _, e := range h.FailedExecutions {
+					fmt.Fprintf(&b, " %s", e.ScheduleTime.UTC().Format(time.RFC3339))
+				}
+				fmt.Fprint(&b, "] ")
+			}
+			fmt.Fprintln(&b)
+		}
+	}
+	for _, vs := range s.srv.versions {
+		for _, v := range vs {
+			if v.obj.Name == name && v.spec {
+				fmt.Fprintf(&b, "  spec %s deleted=%v target=%s rules=", v.at.UTC().Format(time.RFC3339Nano), v.deleted, v.obj.Spec.ScaleTargetRef.Name)
+				for _, r := range v.obj.Spec.Rules {
+					fmt.Fprintf(&b, "{%s %q %q suspend=%v r=%v min=%v max=%v} ", r.Name, r.Schedule, ptrStr(r.TimeZone), r.Suspend != nil && *r.Suspend, ptrInt(r.TargetReplicas), ptrInt(r.TargetMinReplicas), ptrInt(r.TargetMaxReplicas))
+				}
+				fmt.Fprintln(&b)
+			}
+		}
+	}
+	return b.String()
+}
+
+func ptrStr(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+func ptrInt(p *int32) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+// knownCases lists the known cases of issue 26 the violations were tagged
+// with (see mustRunTag), and how many were not.
+func knownCases(violations []string) string {
+	cases := map[string]int{}
+	for _, v := range violations {
+		tag := "untagged"
+		if i := strings.Index(v, "[case "); i >= 0 {
+			tag = v[i+1 : i+7]
+		}
+		cases[tag]++
+	}
+	var out []string
+	for tag, n := range cases {
+		out = append(out, fmt.Sprintf("%s: %d", tag, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
