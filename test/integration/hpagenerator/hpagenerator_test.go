@@ -44,6 +44,7 @@ import (
 
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
+	"github.com/scaleplane/scaleplane/test/integration/hpagenerator/lwsfixture"
 )
 
 func TestMain(m *testing.M) {
@@ -66,65 +67,13 @@ const (
 	waitTimeout    = 60 * time.Second
 )
 
-func cpuMetric(utilization int32) autoscalingv2.MetricSpec {
-	return autoscalingv2.MetricSpec{
-		Type: autoscalingv2.ResourceMetricSourceType,
-		Resource: &autoscalingv2.ResourceMetricSource{
-			Name:   corev1.ResourceCPU,
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(utilization)},
-		},
-	}
-}
-
-func leaderWorkerSet(ns, name string, policy *lwsv1.ScalePolicy) *lwsv1.LeaderWorkerSet {
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "main", Image: "registry.example/llm:1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-		}}},
-	}
-	return &lwsv1.LeaderWorkerSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: lwsv1.LeaderWorkerSetSpec{
-			Replicas:             ptr.To[int32](1),
-			LeaderWorkerTemplate: lwsv1.LeaderWorkerTemplate{Size: ptr.To[int32](2), WorkerTemplate: tmpl},
-			RolloutStrategy:      lwsv1.RolloutStrategy{Type: lwsv1.RollingUpdateStrategyType},
-			StartupPolicy:        lwsv1.LeaderCreatedStartupPolicy,
-			ScalePolicy:          policy,
-		},
-	}
-}
-
-func createLWS(t *testing.T, cp *framework.ControlPlane, lws *lwsv1.LeaderWorkerSet) *lwsv1.LeaderWorkerSet {
-	t.Helper()
-	created, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(lws.Namespace).Create(context.Background(), lws, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating LeaderWorkerSet %s: %v", lws.Name, err)
-	}
-	return created
-}
-
-// updateLWS applies change to the newest LeaderWorkerSet, retrying on conflict.
-func updateLWS(t *testing.T, cp *framework.ControlPlane, ns, name string, change func(*lwsv1.LeaderWorkerSet)) {
-	t.Helper()
-	ctx := context.Background()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		lws, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(lws)
-		_, err = cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Update(ctx, lws, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatalf("updating LeaderWorkerSet %s: %v", name, err)
-	}
-}
+// The LeaderWorkerSets both hpa-generator packages test (lwsfixture).
+var (
+	cpuMetric       = lwsfixture.CPUMetric
+	leaderWorkerSet = lwsfixture.LeaderWorkerSet
+	createLWS       = lwsfixture.Create
+	updateLWS       = lwsfixture.Update
+)
 
 // updateHPA applies change to the newest HPA, retrying on conflict.
 func updateHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, change func(*autoscalingv2.HorizontalPodAutoscaler)) {

@@ -24,10 +24,7 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -35,6 +32,7 @@ import (
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
+	"github.com/scaleplane/scaleplane/test/integration/hpagenerator/lwsfixture"
 )
 
 const (
@@ -43,64 +41,13 @@ const (
 	waitTimeout    = 60 * time.Second
 )
 
-func cpuMetric(utilization int32) autoscalingv2.MetricSpec {
-	return autoscalingv2.MetricSpec{
-		Type: autoscalingv2.ResourceMetricSourceType,
-		Resource: &autoscalingv2.ResourceMetricSource{
-			Name:   corev1.ResourceCPU,
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(utilization)},
-		},
-	}
-}
-
-func leaderWorkerSet(ns, name string, policy *lwsv1.ScalePolicy) *lwsv1.LeaderWorkerSet {
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "main", Image: "registry.example/llm:1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-		}}},
-	}
-	return &lwsv1.LeaderWorkerSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: lwsv1.LeaderWorkerSetSpec{
-			Replicas:             ptr.To[int32](1),
-			LeaderWorkerTemplate: lwsv1.LeaderWorkerTemplate{Size: ptr.To[int32](2), WorkerTemplate: tmpl},
-			RolloutStrategy:      lwsv1.RolloutStrategy{Type: lwsv1.RollingUpdateStrategyType},
-			StartupPolicy:        lwsv1.LeaderCreatedStartupPolicy,
-			ScalePolicy:          policy,
-		},
-	}
-}
-
-func createLWS(t *testing.T, cp *framework.ControlPlane, lws *lwsv1.LeaderWorkerSet) *lwsv1.LeaderWorkerSet {
-	t.Helper()
-	created, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(lws.Namespace).Create(context.Background(), lws, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating LeaderWorkerSet %s: %v", lws.Name, err)
-	}
-	return created
-}
-
-// updateLWS applies change to the newest LeaderWorkerSet, retrying on conflict.
-func updateLWS(t *testing.T, cp *framework.ControlPlane, ns, name string, change func(*lwsv1.LeaderWorkerSet)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		lws, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(lws)
-		_, err = cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).Update(ctx, lws, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatalf("updating LeaderWorkerSet %s: %v", name, err)
-	}
-}
+// The LeaderWorkerSets both hpa-generator packages test (lwsfixture).
+var (
+	cpuMetric       = lwsfixture.CPUMetric
+	leaderWorkerSet = lwsfixture.LeaderWorkerSet
+	createLWS       = lwsfixture.Create
+	updateLWS       = lwsfixture.Update
+)
 
 // updateFHPA applies change to the newest FederatedHPA (its status too, with
 // status true), retrying on conflict.
