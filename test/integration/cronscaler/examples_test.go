@@ -17,17 +17,12 @@ limitations under the License.
 package cronscaler
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -60,21 +55,11 @@ func TestExamplesApply(t *testing.T) {
 		t.Fatalf("no examples found: %v", err)
 	}
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		objs, err := framework.DecodeManifests(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
+		for _, obj := range objs {
 			gvk := obj.GroupVersionKind()
 			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {

@@ -71,24 +71,11 @@ func ReadCRDs(dir string) ([]*unstructured.Unstructured, error) {
 
 	var crds []*unstructured.Unstructured
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		docs, err := DecodeManifests(file)
 		if err != nil {
-			return nil, fmt.Errorf("reading CRD file: %w", err)
+			return nil, err
 		}
-		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var doc map[string]any
-			err := decoder.Decode(&doc)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("decoding %s: %w", file, err)
-			}
-			if len(doc) == 0 {
-				continue // an empty document, e.g. after a trailing "---"
-			}
-			crd := &unstructured.Unstructured{Object: doc}
+		for _, crd := range docs {
 			if gvk := crd.GroupVersionKind(); gvk != CRDResource.GroupVersion().WithKind("CustomResourceDefinition") {
 				return nil, fmt.Errorf("%s: holds a %s, only %s CustomResourceDefinitions belong in a CRD directory", file, gvk, CRDResource.GroupVersion())
 			}
@@ -96,6 +83,30 @@ func ReadCRDs(dir string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 	return crds, nil
+}
+
+// DecodeManifests reads the objects of a YAML (several documents) or JSON
+// file, leaving out empty documents (after a trailing "---", say).
+func DecodeManifests(file string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	var objs []*unstructured.Unstructured
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var doc map[string]any
+		err := decoder.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", file, err)
+		}
+		if len(doc) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: doc})
+		}
+	}
 }
 
 // InstallCRDs creates (or updates) every CRD in dir and waits until each one

@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -63,21 +59,11 @@ func applyExamples(t *testing.T, cp *framework.ControlPlane, ns string, dirs ...
 			t.Fatalf("no examples in %s: %v", dir, err)
 		}
 		for _, file := range files {
-			data, err := os.ReadFile(file)
+			objs, err := framework.DecodeManifests(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-			for {
-				obj := &unstructured.Unstructured{}
-				if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-					break
-				} else if err != nil {
-					t.Fatalf("%s: %v", file, err)
-				}
-				if len(obj.Object) == 0 {
-					continue
-				}
+			for _, obj := range objs {
 				gvk := obj.GroupVersionKind()
 				mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 				if err != nil {
