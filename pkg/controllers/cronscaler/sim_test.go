@@ -72,13 +72,15 @@ var (
 // comparing the target's values (a FederatedHPA bound keeps its old value),
 // seeds 12959 and 13031 when that comparison drops the decision without
 // looking for another manager's change of the other bound (an inherited
-// firing of both bounds undoes a GitOps change made after the slot).
+// firing of both bounds undoes a GitOps change made after the slot), seed
+// 15300 when a retry after a lost answer is not checked against
+// managedFields (it undoes a kubectl edit made between the attempts).
 // Skipping a status write fails every seed.
 //
 // A seed's scenario depends on the generator (sim_scenario_test.go) and the
 // server's use of the random source: changing either changes what each seed
 // plays, and the list must be found again.
-var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031}
+var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300}
 
 func TestSim(t *testing.T) {
 	seeds := simSeeds
