@@ -82,9 +82,13 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	wrote := merged != (values{})
 	if wrote {
 		c.checkAutoscalers(obj, t, merged)
-		prior, applyErr = c.apply(ctx, obj.Namespace, t, merged, c.inheritedSlot(due))
+		check := c.inheritedSlot(due)
+		if retried := c.retriedSlot(obj, due); retried.After(check) {
+			check = retried
+		}
+		prior, applyErr = c.apply(ctx, obj.Namespace, t, merged, check)
 		if prior.decided() {
-			klog.FromContext(ctx).Info("Firing inherited from a predecessor not applied again", "target", t.String(), "prior", prior.String())
+			klog.FromContext(ctx).Info("Firing that may have been applied already not applied again", "target", t.String(), "prior", prior.String())
 		}
 	}
 	transient := applyErr != nil && !isPermanent(applyErr)
@@ -243,6 +247,9 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		fail(resultFailed, reasonScaleFailed, applyErr.Error())
+	case prior.by != "" && !p.due.Before(c.started):
+		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: an earlier attempt may have been applied (its answer was an error), and since then %s of %s; "+
+			"applying it now could undo that change", prior, t))
 	case prior.by != "":
 		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: it was due before this controller started, and since then %s of %s; "+
 			"the controller before it may have applied it, and applying it now could undo that change", prior, t))
@@ -276,6 +283,27 @@ func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {
 		if f.err == nil && f.won != (values{}) && f.plan.due.Before(c.started) && f.plan.due.After(slot) {
+			slot = f.plan.due
+		}
+	}
+	return slot
+}
+
+// retriedSlot returns the latest scheduled time among the due firings that
+// this process already tried to apply, for the same slot, and got an error
+// for; zero if none. An error does not say that the write did not happen (a
+// timeout after etcd committed it, a connection reset before the answer): a
+// change another manager made to the target since would be undone by the
+// retry. Such a firing is checked as an inherited one (see inheritedFiring)
+// before it is tried again.
+func (c *Controller) retriedSlot(obj *autoscalingv1alpha1.CronFederatedHPA, due []*firing) time.Time {
+	var slot time.Time
+	key := cache.MetaObjectToName(obj)
+	for _, f := range due {
+		if f.err != nil || f.won == (values{}) || !f.plan.due.After(slot) {
+			continue
+		}
+		if r, ok := c.memory.retryOf(key, obj.UID, f.plan.rule.Name); ok && r.slot.Equal(f.plan.due) {
 			slot = f.plan.due
 		}
 	}

@@ -74,8 +74,10 @@ type priorWrite struct {
 	applied bool
 	at      time.Time
 	// by is another manager that changed them at or after the scheduled
-	// time (at), and fields what it owns of them.
+	// time (at, or byAt while applied is set too), and fields what it owns
+	// of them.
 	by     string
+	byAt   time.Time
 	fields []string
 }
 
@@ -88,13 +90,22 @@ type priorWrite struct {
 // maxReplicas at the same slot, is such a case (issue 26, case 4): after the
 // first is written, the entry moved past the slot for the second too. So the
 // firing is taken as applied only if the values are there as well;
-// otherwise it is applied. Another manager's change is kept as it is: its
-// values are not the firing's, by design.
+// otherwise it is applied, unless another manager changed one of its fields
+// at or after the slot too: that change is kept and the firing is not
+// applied. When the firing sets both bounds, the cron-scaler's entry owns
+// the bound the other manager left alone, with a time past the slot (it
+// moves with every write): the other manager's change must be looked for
+// all the same, or the firing undoes it (issue 26, found by the simulator).
+// Another manager's change is kept as it is: its values are not the
+// firing's, by design.
 func confirmed(w priorWrite, holds bool) priorWrite {
-	if w.applied && !holds {
-		return priorWrite{}
+	switch {
+	case w.applied && holds:
+		return priorWrite{applied: true, at: w.at}
+	case w.by != "":
+		return priorWrite{by: w.by, at: w.byAt, fields: w.fields}
 	}
-	return w
+	return priorWrite{}
 }
 
 // decided says whether the target must not be written.
@@ -131,8 +142,10 @@ func fieldPaths(t target, v values) []string {
 }
 
 // inspectManagedFields reads what entries say about a firing of slot that
-// sets paths. Entries without a time (writes through the scale subresource)
-// say nothing about when, and are passed over.
+// sets paths: both whether the cron-scaler's entry moved past the slot and
+// the latest other manager that changed one of paths since (confirmed
+// chooses between them). Entries without a time (writes through the scale
+// subresource) say nothing about when, and are passed over.
 func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, slot time.Time) priorWrite {
 	// managedFields keep seconds: a write in the scheduled second counts as
 	// at or after it.
@@ -143,14 +156,15 @@ func inspectManagedFields(entries []metav1.ManagedFieldsEntry, paths []string, s
 			continue
 		}
 		owned := ownedPaths(e.FieldsV1, paths)
-		if e.Manager == FieldManager {
-			if len(owned) > 0 {
-				return priorWrite{applied: true, at: e.Time.Time}
-			}
+		if len(owned) == 0 {
 			continue
 		}
-		if len(owned) > 0 && (w.by == "" || e.Time.Time.After(w.at)) {
-			w = priorWrite{by: e.Manager, at: e.Time.Time, fields: owned}
+		if e.Manager == FieldManager {
+			w.applied, w.at = true, e.Time.Time
+			continue
+		}
+		if w.by == "" || e.Time.Time.After(w.byAt) {
+			w.by, w.byAt, w.fields = e.Manager, e.Time.Time, owned
 		}
 	}
 	return w

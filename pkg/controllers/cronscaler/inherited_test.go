@@ -300,3 +300,46 @@ func TestInheritedFiringsOfTwoObjectsOnOneHPA(t *testing.T) {
 		}
 	}
 }
+
+// A firing that sets both bounds of an HPA, applied at 08:00 by a
+// predecessor that died before recording it; at 08:00:30 a GitOps tool sets
+// maxReplicas through the object. The cron-scaler's entry still owns
+// minReplicas, with 08:00 as its time, and maxReplicas no longer holds the
+// firing's value: the firing is not taken as applied, and argocd's change
+// must still be found and kept (the simulator's seeds 12959, 13031, 14998
+// and 15167 found the successor writing maxReplicas back).
+func TestInheritedFiringOfBothBoundsKeepsAnotherManagersChange(t *testing.T) {
+	obj := cron("c", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"),
+		TargetMinReplicas: ptr.To[int32](5), TargetMaxReplicas: ptr.To[int32](50)})
+	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "hpa"}
+	ours := metav1.NewTime(utc("2024-05-01 08:00:00"))
+	theirs := metav1.NewTime(utc("2024-05-01 08:00:30"))
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpa", Namespace: ns, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &ours,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:minReplicas":{}}}`),
+		}, {
+			Manager: "argocd", Operation: metav1.ManagedFieldsOperationUpdate, Time: &theirs,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:maxReplicas":{}}}`),
+		}}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](5), MaxReplicas: 20},
+	}
+	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, hpa)
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.clock.SetTime(utc("2024-05-01 08:01:00"))
+	h.newController()
+	h.kube.ClearActions()
+	h.syncAt(utc("2024-05-01 08:01:01"), "c")
+	got, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MaxReplicas != 20 {
+		t.Errorf("maxReplicas = %d; want 20: the successor undid argocd's change made after the slot", got.Spec.MaxReplicas)
+	}
+	hist := h.history("c", "r")
+	if len(hist.FailedExecutions) != 1 || !strings.Contains(hist.FailedExecutions[0].Message, "spec.maxReplicas changed by argocd at 2024-05-01T08:00:30Z") {
+		t.Errorf("failed executions %+v; want 08:00 recorded as not applied again, naming argocd", hist.FailedExecutions)
+	}
+	h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
+}

@@ -319,3 +319,31 @@ func TestFailureBackoffIsBounded(t *testing.T) {
 		t.Errorf("after 40 failures the wait is %v; want %v", d, maxFailureBackoff)
 	}
 }
+
+// A target write whose answer is an error may have been made all the same
+// (the apiserver timed out after etcd committed it, the connection reset
+// before the answer). A retry must not undo a change another manager made
+// through the object since: the retry is checked like an inherited firing.
+// The simulator's seed 15300 found a retry setting a Deployment's replicas
+// back over a kubectl edit made between the attempts.
+func TestRetryAfterALostAnswerNeverUndoesALaterChange(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:30:00"), cron("c", rule("r", "0 * * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:30:00"), "c")
+	h.scales.failWith(apierrors.NewTimeoutError("request did not complete within 60s", 0))
+	d := h.syncAt(utc("2024-05-01 08:00:00.100"), "c")
+	// The write was committed; only its answer was lost.
+	h.scales.failWith(nil)
+	h.scales.scaleBy(FieldManager, "scale", "deployments", "web", 10)
+	h.clock.SetTime(utc("2024-05-01 08:00:01"))
+	h.scales.scaleBy("kubectl-edit", "", "deployments", "web", 3)
+	h.syncAt(utc("2024-05-01 08:00:00.100").Add(d), "c")
+	if got := h.scales.get("deployments", "web"); got != 3 {
+		t.Errorf("replicas = %d; the retry undid the change made after the first attempt", got)
+	}
+	hist := h.history("c", "r")
+	if len(hist.FailedExecutions) != 1 || !strings.Contains(hist.FailedExecutions[0].Message, "spec.replicas changed by kubectl-edit at 2024-05-01T08:00:01Z") {
+		t.Errorf("failed executions %+v; want 08:00 recorded as not applied again, naming kubectl-edit", hist.FailedExecutions)
+	}
+	h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied: an earlier attempt may have been applied`)
+}

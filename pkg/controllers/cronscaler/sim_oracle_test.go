@@ -56,7 +56,10 @@ import (
 //     changed the field, and no other slot for the field came, from the slot
 //     to the end of that window (the doc's "latest wins" and NotReapplied
 //     cases are judged apart); and the slot is not inside the stated limit
-//     of edits timed by managedFields (below). Then by the window's end a
+//     of edits timed by managedFields (below), nor a slot of a rule given a
+//     new target that no process had seen by the slot and that was recorded
+//     (run on the old target: the doc's limit of an unseen retarget, see
+//     unseenRetarget). Then by the window's end a
 //     status the cron-scaler wrote records the slot as a successful
 //     execution with the rule's value, and the target field holds it.
 //  2. Nothing else runs. Every change the cron-scaler makes to a target
@@ -113,7 +116,10 @@ type incarnation struct {
 	// slackEnd is the end of the stated limit: slots up to it are excused
 	// from check 1.
 	slackEnd time.Time
-	values   []valuesAt
+	// retargeted is set when the incarnation began with a new
+	// scaleTargetRef of a rule that was there before (see unseenRetarget).
+	retargeted bool
+	values     []valuesAt
 }
 
 type valuesAt struct {
@@ -234,6 +240,7 @@ func (o *oracle) buildIncarnations() {
 	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
 	for _, uid := range uids {
 		var prev *autoscalingv1alpha1.CronFederatedHPA
+		var prevRules map[string]bool
 		open := map[string]*incarnation{}
 		end := func(name string, at time.Time) {
 			open[name].end = at
@@ -284,13 +291,44 @@ func (o *oracle) buildIncarnations() {
 				inc := &incarnation{uid: uid, obj: obj.Name, rule: r.Name, target: target, sched: sched, zone: ptr.Deref(r.TimeZone, ""), maxDelay: r.MaxDelaySeconds,
 					start: v.at, values: []valuesAt{{at: v.at, v: ruleFields(target, r)}}}
 				inc.slackEnd = o.slackEnd(uid, v.at)
+				inc.retargeted = retargeted && prev != nil && prevRules[r.Name]
 				open[r.Name] = inc
 				o.incs = append(o.incs, inc)
 				o.byTarget[target] = append(o.byTarget[target], inc)
 			}
 			prev = obj
+			prevRules = map[string]bool{}
+			for i := range obj.Spec.Rules {
+				prevRules[obj.Spec.Rules[i].Name] = true
+			}
 		}
 	}
+}
+
+// unseenRetarget is the doc's limit of a retarget the controller has not
+// seen: a slot after the edit that came before any process held the edited
+// object (the watch delivers it late) may run on the old target, and is then
+// recorded; the new target does not get it. Excused only when the slot was
+// recorded (by the old incarnation's write) and no process held the edit by
+// the slot.
+func (o *oracle) unseenRetarget(inc *incarnation, slot time.Time) bool {
+	if !inc.retargeted {
+		return false
+	}
+	if _, ok := o.recorded[keyOf(inc.uid, inc.rule, slot)]; !ok {
+		return false
+	}
+	for _, p := range o.s.procs {
+		for _, d := range p.seen {
+			if d.uid == inc.uid && !d.versionAt.Before(inc.start) {
+				if !d.at.After(slot) {
+					return false
+				}
+				break
+			}
+		}
+	}
+	return true
 }
 
 // slackEnd is the end of the stated limit for a change made at: the newest
@@ -459,7 +497,7 @@ func (o *oracle) checkMustRun() {
 			last = inc.end
 		}
 		for slot := inc.sched.Next(inc.start); !slot.IsZero() && slot.Before(last); slot = inc.sched.Next(slot) {
-			if !slot.After(inc.slackEnd) {
+			if !slot.After(inc.slackEnd) || o.unseenRetarget(inc, slot) {
 				continue
 			}
 			t0 := o.window(inc, slot)
