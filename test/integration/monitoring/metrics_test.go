@@ -111,6 +111,13 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 			t.Errorf("a cron-scaler series names an object: %s", line)
 		}
 	}
+	// The webhook was sent one AddonResizer: the kinds it was sent nothing
+	// of are exported all the same, at zero, for its alert's rate().
+	for _, kind := range []string{"CronFederatedHPA", "LeaderWorkerSet"} {
+		if want := `scaleplane_webhook_admission_requests_total{kind="` + kind + `",verdict="error"} 0`; !strings.Contains(webhookBody, "\n"+want+"\n") {
+			t.Errorf("the webhook's /metrics has no line %s", want)
+		}
+	}
 }
 
 // queriedMetrics returns the metric names in the rules' expressions and the
