@@ -231,7 +231,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			ScheduleTime: metaTime(p.due), ExecutionTime: metaTime(now), Message: msg,
 		})
 		c.recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Rule %q (scheduled %s): %s", p.rule.Name, scheduled, msg)
-		firings.WithLabelValues(result).Inc()
+		countFailure(obj, result, reason)
 	}
 	switch {
 	case f.err != nil:
@@ -262,7 +262,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMaxReplicas: f.won.max,
 		})
 		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior)
-		firings.WithLabelValues(resultSuccess).Inc()
+		countFiring(obj, resultSuccess, outcomeAlreadyApplied)
 	default:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
@@ -273,7 +273,10 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMaxReplicas: f.won.max,
 		})
 		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
-		firings.WithLabelValues(resultSuccess).Inc()
+		countFiring(obj, resultSuccess, outcomeApplied)
+		// The write was answered before recordFiring was called: now is
+		// when the sync began, the clock says when the target took it.
+		observeTargetWrite(obj, p.due, c.clock.Now())
 	}
 }
 
