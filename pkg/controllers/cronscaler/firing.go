@@ -107,7 +107,12 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	}
 	retries := map[string]firingRetry{}
 	for _, f := range due {
-		if transient && f.err == nil {
+		// A firing that won no field is superseded whatever became of the
+		// write: the later firing that took its fields may be on the
+		// target already (an error does not say the write was not made),
+		// and retried alone once that one is given up, it would set an
+		// older slot's value over it.
+		if transient && f.err == nil && f.won != (values{}) {
 			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
 			continue
 		}
@@ -242,7 +247,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			f.yielded.desc, t))
 	case f.won == (values{}):
 		by := latestSetting(f, due)
-		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied instead",
+		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied or is due instead",
 			by.plan.rule.Name, by.plan.due.UTC().Format(time.RFC3339), t))
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
