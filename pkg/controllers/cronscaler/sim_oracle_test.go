@@ -902,6 +902,9 @@ func (o *oracle) unattended(inc *incarnation, slot time.Time) bool {
 // names ("missed N scheduled times from A to B", docs/cron-scaler.md).
 var missedRange = regexp.MustCompile(`^missed (?:at least )?[0-9]+ scheduled times from (\S+Z) to (\S+Z)`)
 
+// missedRangeEvent reads the range a MissedSchedule event names.
+var missedRangeEvent = regexp.MustCompile(` missed (?:at least )?[0-9]+ scheduled times from (\S+Z) to (\S+Z)`)
+
 // notRunRecord returns how the cron-scaler's statuses written up to upTo
 // record the slot: "applied", "missed" (a failed execution whose message
 // says missed, at the slot or a range around it), "failed" (any other
@@ -1042,8 +1045,18 @@ func (o *oracle) failureEvent(uid types.UID, rule string, slot, upTo time.Time, 
 		default:
 			continue
 		}
-		if strings.Contains(e.message, fmt.Sprintf("%q", rule)) && strings.Contains(e.message, slot.UTC().Format(time.RFC3339)) {
+		if !strings.Contains(e.message, fmt.Sprintf("%q", rule)) {
+			continue
+		}
+		if strings.Contains(e.message, slot.UTC().Format(time.RFC3339)) {
 			return true
+		}
+		if m := missedRangeEvent.FindStringSubmatch(e.message); m != nil && e.reason == reasonMissed {
+			from, err1 := time.Parse(time.RFC3339, m[1])
+			to, err2 := time.Parse(time.RFC3339, m[2])
+			if err1 == nil && err2 == nil && !from.After(slot) && !to.Before(slot) {
+				return true
+			}
 		}
 	}
 	return false
