@@ -91,9 +91,11 @@ import (
 //     records them ("missed N scheduled times from A to B"). Exempt are the
 //     slots the doc says are not the plan's (the stated limits of edits made
 //     while no process ran, below) and slots of an incarnation that ended
-//     before then. A slot no process was running for, from the slot to its
-//     deadline, is recorded as missed (it was late when found), not as
-//     failed or Superseded.
+//     before then. A slot for which no process ran from the slot to its
+//     deadline is recorded as missed (it was late when found), not as
+//     failed or Superseded; one for which no process ran or the apiserver
+//     answered nothing is recorded as missed or Superseded (a later slot of
+//     another object came while it was retried), not as failed.
 //  8. Every failed execution the cron-scaler records comes with a Warning
 //     event on the object naming the rule and the scheduled time, made from
 //     the slot to the status write; for a missed one, MissedSchedule.
@@ -886,16 +888,54 @@ func (o *oracle) handleWindow(slot time.Time) time.Time {
 	return time.Time{}
 }
 
-// unattended says whether no process was running at any time from the slot
-// to its deadline: the slot was late when a process found it.
-func (o *oracle) unattended(inc *incarnation, slot time.Time) bool {
-	deadline := inc.deadline(slot)
+// unattended says whether no process ran at any moment from the slot to a
+// second past its deadline (the slot was late when a process found it),
+// and whether at every such moment no process ran or the apiserver
+// answered nothing (an outage: no attempt of the slot was answered).
+func (o *oracle) unattended(inc *incarnation, slot time.Time) (noProcess, noAnswer bool) {
+	deadline := inc.deadline(slot).Add(simSlack)
+	noProcess, noAnswer = true, true
 	for _, p := range o.s.procs {
-		if p.start.Before(deadline) && p.end.After(slot) {
-			return false
+		from, to := p.start, p.end
+		if from.Before(slot) {
+			from = slot
+		}
+		if to.After(deadline) {
+			to = deadline
+		}
+		if from.Before(to) {
+			noProcess = false
+			if !o.inOutage(from, to) {
+				noAnswer = false
+			}
 		}
 	}
-	return true
+	return noProcess, noAnswer
+}
+
+// supersededEvent says whether a Superseded event names the rule and the
+// slot, up to upTo.
+func (o *oracle) supersededEvent(uid types.UID, rule string, slot, upTo time.Time) bool {
+	for _, e := range o.s.events {
+		if e.uid == uid && e.reason == reasonSuperseded && !e.at.Before(slot) && !e.at.After(upTo) &&
+			strings.Contains(e.message, fmt.Sprintf("%q", rule)) && strings.Contains(e.message, slot.UTC().Format(time.RFC3339)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inOutage says whether outages cover all of [from, to].
+func (o *oracle) inOutage(from, to time.Time) bool {
+	for progress := true; progress && from.Before(to); {
+		progress = false
+		for _, i := range o.s.scenario.outages {
+			if !i.from.After(from) && i.to.After(from) {
+				from, progress = i.to, true
+			}
+		}
+	}
+	return !from.Before(to)
 }
 
 // missedRange reads the range a failed execution recording several misses
@@ -984,14 +1024,18 @@ func (o *oracle) checkNotRunRecorded() {
 			}
 			o.handled++
 			how := o.notRunRecord(inc, slot, handled)
+			noProcess, noAnswer := o.unattended(inc, slot)
 			switch {
 			case how == "":
 				o.violate(slot, "not recorded: %s slot %s is recorded neither as applied nor as failed, Superseded or missed by %s", inc,
 					slot.UTC().Format(time.RFC3339), handled.UTC().Format(time.RFC3339))
-			case how == "failed" && o.unattended(inc, slot):
+			case how == "failed" && noProcess:
 				o.violate(slot, "not recorded missed: %s slot %s came and passed its deadline %s while no process ran, but is recorded as failed, not missed", inc,
 					slot.UTC().Format(time.RFC3339), inc.deadline(slot).UTC().Format(time.RFC3339))
-			case how == "pushed out" && !o.failureEvent(inc.uid, inc.rule, slot, handled, o.unattended(inc, slot)):
+			case how == "failed" && noAnswer && !o.supersededEvent(inc.uid, inc.rule, slot, handled):
+				o.violate(slot, "not recorded missed: %s slot %s came and passed its deadline %s while the apiserver answered nothing, but is recorded as failed, not missed nor Superseded", inc,
+					slot.UTC().Format(time.RFC3339), inc.deadline(slot).UTC().Format(time.RFC3339))
+			case how == "pushed out" && !o.failureEvent(inc.uid, inc.rule, slot, handled, noProcess):
 				o.violate(slot, "not recorded: %s slot %s fell out of the rule's failed executions (limit %d) with no Warning event naming it by %s", inc,
 					slot.UTC().Format(time.RFC3339), inc.failedLimit, handled.UTC().Format(time.RFC3339))
 			}
