@@ -24,6 +24,10 @@ import (
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
+// Tests of pieces of the cron-scaler's plan state that TestSim's fixed seeds
+// do not need (docs/architecture.md, "The cron-scaler's plan state"): each
+// fails without its piece.
+
 // The event handlers' replan mark of a rule (resumed, rescheduled, added)
 // holds the one rule of docs/cron-scaler.md that planning from managedFields
 // alone would not: a change the watch delivers more than an hour after its
@@ -60,5 +64,40 @@ func TestResumeSeenAnHourAfterItsManagedFieldsTimeIsPlannedFromWhenSeen(t *testi
 	}
 	if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-01 09:00:00")) {
 		t.Errorf("next = %v; want 09:00", got)
+	}
+}
+
+// Latest wins across objects inside the watch lag: the cross-object
+// decision reads another object's status merged with what this process
+// wrote of it and the cache does not show yet (memory.peek), not the cache
+// alone. Here "late" applies its 08:30 slot (maxDelaySeconds 30) at
+// 08:30:10, and the cache has not shown that status write when "early",
+// down since 07:55 too, is synced at 08:31: from the cache, late's 08:30 is
+// neither applied nor due any more (past its maxDelaySeconds), and early's
+// 08:00 would set the replicas back to 10 (issue 26, case 7). From what this
+// process wrote, it is superseded (see docs/architecture.md, "The
+// cron-scaler's plan state").
+func TestLatestSlotWinsAcrossObjectsInsideTheWatchLag(t *testing.T) {
+	late := rule("r", "30 8 * * *", 20)
+	late.MaxDelaySeconds = ptr.To[int32](30)
+	h := newHarness(t, utc("2024-05-01 07:55:00"), cron("early", rule("r", "0 8 * * *", 10)), cron("late", late))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:55:00"), "early")
+	h.syncAt(utc("2024-05-01 07:55:00"), "late")
+	h.clock.SetTime(utc("2024-05-01 08:30:10"))
+	h.newController()
+	if _, err := h.trySyncAt(utc("2024-05-01 08:30:10"), "late"); err != nil {
+		t.Fatal(err)
+	}
+	// The cache has not shown late's status write.
+	if _, err := h.trySyncAt(utc("2024-05-01 08:31:00"), "early"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.scales.get("deployments", "web"); got != 20 {
+		t.Errorf("replicas = %d; want 20, the 08:30 slot's", got)
+	}
+	early := h.history("early", "r")
+	if len(early.SuccessfulExecutions) != 0 || len(early.FailedExecutions) != 1 {
+		t.Errorf("early: %+v; want 08:00 recorded as superseded by late's 08:30", early)
 	}
 }
