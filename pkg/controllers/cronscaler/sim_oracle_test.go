@@ -18,7 +18,9 @@ package cronscaler
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -84,6 +86,22 @@ import (
 //     for an object only after a second controller really wrote its status.
 //  6. Recorded once: a scheduled time of a rule is recorded at most one way
 //     (applied at one time, or failed/missed), across every status written.
+//  7. What does not run is recorded. A slot that has come is handled once a
+//     leader has run with an apiserver that answers, without faults, for
+//     simHandle: by then a status the cron-scaler wrote records it as applied
+//     or as a failed execution (failed, NotReapplied, Superseded or missed),
+//     or, for misses found together, inside the one failed execution that
+//     records them ("missed N scheduled times from A to B"). Exempt are the
+//     slots the doc says are not the plan's (the stated limits of edits made
+//     while no process ran, below) and slots of an incarnation that ended
+//     before then. A slot for which no process ran from the slot to its
+//     deadline is recorded as missed (it was late when found), not as
+//     failed or Superseded; one for which no process ran or the apiserver
+//     answered nothing is recorded as missed or Superseded (a later slot of
+//     another object came while it was retried), not as failed.
+//  8. Every failed execution the cron-scaler records comes with a Warning
+//     event on the object naming the rule and the scheduled time, made from
+//     the slot to the status write; for a missed one, MissedSchedule.
 //
 // The stated limits of edits made while the controller was down: a process
 // that first saw an edit in its first list, together with a later change of
@@ -106,6 +124,11 @@ const (
 	// on what was before it: the watch's longest lag (a minute) or a first
 	// list up to two minutes behind.
 	simLagLimit = 3 * time.Minute
+	// simHandle is how long a leader and the apiserver must run without
+	// faults, from a slot or after it, for the doc to promise that the slot
+	// is recorded one way or another (check 7): simSettle, and the longest
+	// backoff of a firing that failed before (5 minutes).
+	simHandle = simSettle + 5*time.Minute
 )
 
 type incarnation struct {
@@ -123,6 +146,8 @@ type incarnation struct {
 	// scaleTargetRef of a rule that was there before (see unseenRetarget).
 	retargeted bool
 	values     []valuesAt
+	// failedLimit is how many failed executions the rule's history keeps.
+	failedLimit int
 }
 
 type valuesAt struct {
@@ -183,6 +208,8 @@ type oracle struct {
 	// the cron-scaler wrote.
 	recorded map[slotKey]time.Time
 	mustRun  int
+	// handled counts the slots check 7 judged.
+	handled int
 }
 
 type slotKey struct {
@@ -208,6 +235,8 @@ func judge(s *sim) *oracle {
 	o.checkMustRun()
 	o.checkTargetWrites()
 	o.checkOtherControllerReports()
+	o.checkNotRunRecorded()
+	o.checkFailureEvents()
 	sort.Strings(o.violations)
 	return o
 }
@@ -294,6 +323,7 @@ func (o *oracle) buildIncarnations() {
 				inc := &incarnation{uid: uid, obj: obj.Name, rule: r.Name, target: target, sched: sched, zone: ptr.Deref(r.TimeZone, ""), maxDelay: r.MaxDelaySeconds,
 					start: v.at, values: []valuesAt{{at: v.at, v: ruleFields(target, r)}}}
 				inc.slackEnd = o.slackEnd(uid, v.at)
+				inc.failedLimit = int(ptr.Deref(r.FailedHistoryLimit, 3))
 				inc.retargeted = retargeted && prev != nil && prevRules[r.Name]
 				open[r.Name] = inc
 				o.incs = append(o.incs, inc)
@@ -863,6 +893,258 @@ func (o *oracle) unwatchedChange(uid types.UID, slot, started time.Time) bool {
 		if v.spec && !v.deleted && !v.at.Before(slot) && v.at.Before(started) &&
 			v.at.Truncate(time.Second).After(lastStatus.Truncate(time.Second)) {
 			return true
+		}
+	}
+	return false
+}
+
+// handleWindow is when check 7 starts to expect a slot recorded: the first
+// moment from the slot on (the slot itself, a leader's start, the end of an
+// outage or flaky period) from which one leader runs with an apiserver
+// without faults for simHandle; zero if none before the scenario's end.
+func (o *oracle) handleWindow(slot time.Time) time.Time {
+	cands := []time.Time{slot}
+	for _, p := range o.s.procs {
+		if p.start.After(slot) {
+			cands = append(cands, p.start)
+		}
+	}
+	for _, i := range o.s.scenario.outages {
+		if i.to.After(slot) {
+			cands = append(cands, i.to)
+		}
+	}
+	for _, f := range o.s.scenario.flakies {
+		if f.to.After(slot) {
+			cands = append(cands, f.to)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Before(cands[j]) })
+	for _, t0 := range cands {
+		end := t0.Add(simHandle)
+		if end.After(o.s.scenario.end) {
+			return time.Time{}
+		}
+		if o.leaderThrough(t0, end) != nil && o.faultFree(t0, t0, end) {
+			return t0
+		}
+	}
+	return time.Time{}
+}
+
+// unattended says whether no process ran at any moment from the slot to a
+// second past its deadline (the slot was late when a process found it),
+// and whether at every such moment no process ran or the apiserver
+// answered nothing (an outage: no attempt of the slot was answered).
+func (o *oracle) unattended(inc *incarnation, slot time.Time) (noProcess, noAnswer bool) {
+	deadline := inc.deadline(slot).Add(simSlack)
+	noProcess, noAnswer = true, true
+	for _, p := range o.s.procs {
+		from, to := p.start, p.end
+		if from.Before(slot) {
+			from = slot
+		}
+		if to.After(deadline) {
+			to = deadline
+		}
+		if from.Before(to) {
+			noProcess = false
+			if !o.inOutage(from, to) {
+				noAnswer = false
+			}
+		}
+	}
+	return noProcess, noAnswer
+}
+
+// supersededEvent says whether a Superseded event names the rule and the
+// slot, up to upTo.
+func (o *oracle) supersededEvent(uid types.UID, rule string, slot, upTo time.Time) bool {
+	for _, e := range o.s.events {
+		if e.uid == uid && e.reason == reasonSuperseded && !e.at.Before(slot) && !e.at.After(upTo) &&
+			strings.Contains(e.message, fmt.Sprintf("%q", rule)) && strings.Contains(e.message, slot.UTC().Format(time.RFC3339)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inOutage says whether outages cover all of [from, to].
+func (o *oracle) inOutage(from, to time.Time) bool {
+	for progress := true; progress && from.Before(to); {
+		progress = false
+		for _, i := range o.s.scenario.outages {
+			if !i.from.After(from) && i.to.After(from) {
+				from, progress = i.to, true
+			}
+		}
+	}
+	return !from.Before(to)
+}
+
+// missedRange reads the range a failed execution recording several misses
+// names ("missed N scheduled times from A to B", docs/cron-scaler.md).
+var missedRange = regexp.MustCompile(`^missed (?:at least )?[0-9]+ scheduled times from (\S+Z) to (\S+Z)`)
+
+// missedRangeEvent reads the range a MissedSchedule event names.
+var missedRangeEvent = regexp.MustCompile(` missed (?:at least )?[0-9]+ scheduled times from (\S+Z) to (\S+Z)`)
+
+// notRunRecord returns how the cron-scaler's statuses written up to upTo
+// record the slot: "applied", "missed" (a failed execution whose message
+// says missed, at the slot or a range around it), "failed" (any other
+// failed execution at the slot), "pushed out" (a status whose rule's
+// failed executions are as many as its limit keeps and all later than the
+// slot: the doc's bound, failedHistoryLimit), or "" if none does.
+func (o *oracle) notRunRecord(inc *incarnation, slot, upTo time.Time) string {
+	how := ""
+	for _, c := range o.s.srv.statuses {
+		if c.at.After(upTo) {
+			break
+		}
+		if c.uid != inc.uid || c.manager != FieldManager {
+			continue
+		}
+		for _, h := range c.status.ExecutionHistories {
+			if h.RuleName != inc.rule {
+				continue
+			}
+			for _, e := range h.SuccessfulExecutions {
+				if e.ScheduleTime.Time.Equal(slot) {
+					return "applied"
+				}
+			}
+			for _, e := range h.FailedExecutions {
+				at := e.ScheduleTime.Time
+				switch {
+				case at.Equal(slot) && strings.HasPrefix(e.Message, "missed"):
+					return "missed"
+				case at.Equal(slot):
+					how = "failed"
+				case at.After(slot):
+					if m := missedRange.FindStringSubmatch(e.Message); m != nil {
+						if from, err := time.Parse(time.RFC3339, m[1]); err == nil && !from.After(slot) {
+							return "missed"
+						}
+					}
+				}
+			}
+			if how == "" && len(h.FailedExecutions) >= inc.failedLimit && lastScheduleOf(&h).After(slot) {
+				full := true
+				for _, e := range h.FailedExecutions {
+					if !e.ScheduleTime.Time.After(slot) {
+						full = false
+					}
+				}
+				if full {
+					how = "pushed out"
+				}
+			}
+		}
+	}
+	return how
+}
+
+// checkNotRunRecorded is check 7.
+func (o *oracle) checkNotRunRecorded() {
+	for _, inc := range o.incs {
+		last := o.s.scenario.end
+		if !inc.end.IsZero() && inc.end.Before(last) {
+			last = inc.end
+		}
+		for slot := inc.sched.Next(inc.start); !slot.IsZero() && slot.Before(last); slot = inc.sched.Next(slot) {
+			if !slot.After(inc.slackEnd) || o.unseenRetarget(inc, slot) {
+				continue
+			}
+			t0 := o.handleWindow(slot)
+			if t0.IsZero() {
+				continue
+			}
+			handled := t0.Add(simHandle)
+			if !inc.end.IsZero() && !inc.end.After(handled) {
+				continue
+			}
+			if p := o.leaderThrough(t0, handled); p.start.After(slot) && o.unwatchedChange(inc.uid, slot, p.start) {
+				continue
+			}
+			o.handled++
+			how := o.notRunRecord(inc, slot, handled)
+			noProcess, noAnswer := o.unattended(inc, slot)
+			switch {
+			case how == "":
+				o.violate(slot, "not recorded: %s slot %s is recorded neither as applied nor as failed, Superseded or missed by %s", inc,
+					slot.UTC().Format(time.RFC3339), handled.UTC().Format(time.RFC3339))
+			case how == "failed" && noProcess:
+				o.violate(slot, "not recorded missed: %s slot %s came and passed its deadline %s while no process ran, but is recorded as failed, not missed", inc,
+					slot.UTC().Format(time.RFC3339), inc.deadline(slot).UTC().Format(time.RFC3339))
+			case how == "failed" && noAnswer && !o.supersededEvent(inc.uid, inc.rule, slot, handled):
+				o.violate(slot, "not recorded missed: %s slot %s came and passed its deadline %s while the apiserver answered nothing, but is recorded as failed, not missed nor Superseded", inc,
+					slot.UTC().Format(time.RFC3339), inc.deadline(slot).UTC().Format(time.RFC3339))
+			case how == "pushed out" && !o.failureEvent(inc.uid, inc.rule, slot, handled, noProcess):
+				o.violate(slot, "not recorded: %s slot %s fell out of the rule's failed executions (limit %d) with no Warning event naming it by %s", inc,
+					slot.UTC().Format(time.RFC3339), inc.failedLimit, handled.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+}
+
+// checkFailureEvents is check 8.
+func (o *oracle) checkFailureEvents() {
+	seen := map[slotKey]bool{}
+	for _, c := range o.s.srv.statuses {
+		if c.manager != FieldManager {
+			continue
+		}
+		for _, h := range c.status.ExecutionHistories {
+			for _, e := range h.FailedExecutions {
+				k := keyOf(c.uid, h.RuleName, e.ScheduleTime.Time)
+				if seen[k] || strings.HasPrefix(e.Message, simForeignPrefix) {
+					continue
+				}
+				seen[k] = true
+				slot := e.ScheduleTime.Time
+				missed := strings.HasPrefix(e.Message, "missed")
+				if !o.failureEvent(c.uid, h.RuleName, slot, c.at, missed) {
+					want := "a Warning event"
+					if missed {
+						want = "a " + reasonMissed + " event"
+					}
+					o.violate(c.at, "no event: %s rule %s slot %s is recorded failed (%q) without %s naming the rule and the slot", c.name, h.RuleName,
+						slot.UTC().Format(time.RFC3339), e.Message, want)
+				}
+			}
+		}
+	}
+}
+
+// failureEvent says whether a Warning event of a failure (MissedSchedule
+// if missed) names the rule and the slot, on the object, from the slot to
+// upTo.
+func (o *oracle) failureEvent(uid types.UID, rule string, slot, upTo time.Time, missed bool) bool {
+	for _, e := range o.s.events {
+		if e.uid != uid || e.at.After(upTo) || e.at.Before(slot) {
+			continue
+		}
+		switch e.reason {
+		case reasonMissed:
+		case reasonScaleFailed, reasonNotReapplied, reasonSuperseded:
+			if missed {
+				continue
+			}
+		default:
+			continue
+		}
+		if !strings.Contains(e.message, fmt.Sprintf("%q", rule)) {
+			continue
+		}
+		if strings.Contains(e.message, slot.UTC().Format(time.RFC3339)) {
+			return true
+		}
+		if m := missedRangeEvent.FindStringSubmatch(e.message); m != nil && e.reason == reasonMissed {
+			from, err1 := time.Parse(time.RFC3339, m[1])
+			to, err2 := time.Parse(time.RFC3339, m[2])
+			if err1 == nil && err2 == nil && !from.After(slot) && !to.Before(slot) {
+				return true
+			}
 		}
 	}
 	return false

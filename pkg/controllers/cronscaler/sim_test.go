@@ -104,11 +104,12 @@ func TestSim(t *testing.T) {
 	}
 	start := time.Now()
 	var objectDays float64
-	var mustRun, failed int
+	var mustRun, handled, failed int
 	for _, seed := range seeds {
 		s, o := runSim(seed, *simDays)
 		objectDays += s.stats.objectSeconds / 86400
 		mustRun += o.mustRun
+		handled += o.handled
 		if len(o.violations) > 0 {
 			failed++
 			t.Errorf("seed %d: %d violations (%s); replay: go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=%d -sim.days=%g -sim.v\n%s",
@@ -119,15 +120,15 @@ func TestSim(t *testing.T) {
 		}
 		if *simCount > 0 && (seed-*simFirst+1)%100 == 0 {
 			// A soak may be stopped at any time: say how far it got.
-			t.Logf("after seed %d: %.0f object-days, %d slots that must run checked, %d seeds with violations, in %v",
-				seed, objectDays, mustRun, failed, time.Since(start).Round(time.Second))
+			t.Logf("after seed %d: %.0f object-days, %d slots that must run checked, %d that must be recorded, %d seeds with violations, in %v",
+				seed, objectDays, mustRun, handled, failed, time.Since(start).Round(time.Second))
 		}
 		if *simDump != "" {
 			t.Log(s.dump(*simDump))
 		}
 	}
-	t.Logf("%d seeds, %.0f object-days simulated, %d slots that must run checked, %d seeds with violations, in %v",
-		len(seeds), objectDays, mustRun, failed, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d seeds, %.0f object-days simulated, %d slots that must run checked, %d that must be recorded, %d seeds with violations, in %v",
+		len(seeds), objectDays, mustRun, handled, failed, time.Since(start).Round(time.Millisecond))
 }
 
 // runSim runs one seed and judges it.
