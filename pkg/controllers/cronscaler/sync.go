@@ -220,7 +220,7 @@ func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autos
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
 	stale := !changed.IsZero() && changed.After(ownStatusWrite(obj))
-	// A change made after the last status write and before this process
+	// A change made after the cron-scaler's last status write and before this process
 	// started was not watched by it: it may have been of the target or the
 	// values, and nothing the API keeps says which (see planFrom.unwatched).
 	var unwatched time.Time
