@@ -31,9 +31,10 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // stripForCache is the CronFederatedHPA informer's transform: it drops from
 // each cached object what the cron-scaler never reads, which at 100,000
 // objects is much of the cache (test/bench/README.md has the heap profiles).
-// Kept: spec, status, and of managedFields the newest entry of the object
-// and the newest of its status, each with its manager, operation,
-// subresource and time (planning reads when the object was last changed, the
+// Kept: spec, status, and of managedFields the newest entry of the object,
+// the newest of its status and the cron-scaler's own status entry, each with
+// its manager, operation, subresource and time (planning reads when the
+// object was last changed and when the cron-scaler last wrote its plan, the
 // guard who wrote status last); dropped: the other entries, the entries'
 // field sets, and kubectl's last-applied copy. The strings every object
 // repeats (its kind, namespace, the managers, the target's kind) are shared
@@ -58,11 +59,12 @@ func stripForCache(obj any) (any, error) {
 }
 
 // newestEntries keeps, without field sets, the newest managedFields entry of
-// the object itself and the newest of its status subresource: all that
-// lastSpecChange and newestStatusWrite read. Entries of other subresources are
-// dropped (a CronFederatedHPA has none but status).
+// the object itself, the newest of its status subresource and the newest
+// status entry of the cron-scaler's own field manager: all that
+// lastSpecChange, newestStatusWrite and ownStatusWrite read. Entries of other
+// subresources are dropped (a CronFederatedHPA has none but status).
 func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	var object, status *metav1.ManagedFieldsEntry
+	var object, status, own *metav1.ManagedFieldsEntry
 	for i := range entries {
 		e := &entries[i]
 		switch e.Subresource {
@@ -74,10 +76,16 @@ func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEn
 			if status == nil || newer(e, status) {
 				status = e
 			}
+			if e.Manager == FieldManager && (own == nil || newer(e, own)) {
+				own = e
+			}
 		}
 	}
+	if own == status {
+		own = nil
+	}
 	var kept []metav1.ManagedFieldsEntry
-	for _, e := range []*metav1.ManagedFieldsEntry{object, status} {
+	for _, e := range []*metav1.ManagedFieldsEntry{object, status, own} {
 		if e != nil {
 			kept = append(kept, metav1.ManagedFieldsEntry{
 				Manager: intern(e.Manager), Operation: metav1.ManagedFieldsOperationType(intern(string(e.Operation))),

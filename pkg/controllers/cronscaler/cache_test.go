@@ -72,6 +72,22 @@ func TestStripForCache(t *testing.T) {
 	if len(got.Spec.Rules) != 1 {
 		t.Errorf("spec lost: %+v", got.Spec)
 	}
+	// Another cron controller wrote status last: the cron-scaler's own
+	// status entry is kept too, for ownStatusWrite.
+	foreign := cron("c", rule("r", "0 8 * * *", 10))
+	newest := metav1Time("2024-05-01 08:00:00")
+	foreign.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &later, Subresource: "status"},
+		{Manager: "karmada-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: &newest, Subresource: "status"},
+	}
+	out, _ = stripForCache(foreign)
+	got = out.(*autoscalingv1alpha1.CronFederatedHPA)
+	if m, _ := newestStatusWrite(got); m != "karmada-controller-manager" {
+		t.Errorf("newestStatusWrite of the cached object = %q; want karmada-controller-manager", m)
+	}
+	if at := ownStatusWrite(got); !at.Equal(later.Time) {
+		t.Errorf("ownStatusWrite of the cached object = %v; want 07:30, the cron-scaler's own entry", at)
+	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "default/c"}
 	if out, err := stripForCache(tombstone); err != nil || out != tombstone {
 		t.Errorf("a tombstone came out as %v, %v", out, err)

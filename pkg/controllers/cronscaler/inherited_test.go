@@ -343,3 +343,44 @@ func TestInheritedFiringOfBothBoundsKeepsAnotherManagersChange(t *testing.T) {
 	}
 	h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
 }
+
+// The stated limit of managedFields' one time per manager (issue 26, found
+// by the simulator, seeds 23142, 34784 and 42911): argocd set minReplicas
+// the day before and maxReplicas at 08:00:30, after the slot; its one entry
+// owns both with 08:00:30 as its time. The inherited 08:00 firing of
+// minReplicas cannot tell that minReplicas was changed before the slot: it
+// is not applied (NotReapplied), and the next slot applies it.
+func TestInheritedFiringStoppedByAnotherFieldsLaterChange(t *testing.T) {
+	obj := cron("c", autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: "0 8 * * *", TimeZone: ptr.To("UTC"),
+		TargetMinReplicas: ptr.To[int32](5)})
+	obj.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: "hpa"}
+	theirs := metav1.NewTime(utc("2024-05-01 08:00:30"))
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpa", Namespace: ns, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "argocd", Operation: metav1.ManagedFieldsOperationUpdate, Time: &theirs,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:maxReplicas":{},"f:minReplicas":{}}}`),
+		}}},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 20},
+	}
+	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, hpa)
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	h.clock.SetTime(utc("2024-05-01 08:01:00"))
+	h.newController()
+	h.syncAt(utc("2024-05-01 08:01:01"), "c")
+	got, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(got.Spec.MinReplicas, 0) != 2 {
+		t.Errorf("minReplicas = %d; want 2: argocd's entry says it changed minReplicas after the slot", ptr.Deref(got.Spec.MinReplicas, 0))
+	}
+	h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
+	h.syncAt(utc("2024-05-02 08:00:00.100"), "c")
+	got, err = h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, "hpa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(got.Spec.MinReplicas, 0) != 5 {
+		t.Errorf("minReplicas = %d; want 5 from the next slot", ptr.Deref(got.Spec.MinReplicas, 0))
+	}
+}

@@ -351,6 +351,66 @@ func TestTargetChangedWhileDownAcrossASlot(t *testing.T) {
 	})
 }
 
+// Found by the simulator (issue 26, seeds 25363, 32303, 41956): a change
+// made while no cron-scaler ran is timed against the cron-scaler's own last
+// status write, not another cron controller's. Karmada's controller, switched
+// back on, writes status after the edit and leaves the plan made before it;
+// taken as a plan made for the changed object, it let the 08:00 slot of the
+// old target run on the new one (as case 2), or the old plan of a widened
+// schedule stand (as case 1, the slot since the edit lost).
+func TestChangeWhileDownTimedAgainstOwnStatusWrite(t *testing.T) {
+	otherControllerWrites := func(h *harness) {
+		h.clock.SetTime(utc("2024-05-03 08:07:00"))
+		h.writeStatusAs("karmada-controller-manager", "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+			h := &o.Status.ExecutionHistories[0]
+			h.FailedExecutions = append(h.FailedExecutions, autoscalingv1alpha1.FailedExecution{
+				ScheduleTime: metaTime(utc("2024-05-02 08:00:00")), ExecutionTime: metaTime(utc("2024-05-03 08:07:00")), Message: "also ran",
+			})
+		})
+	}
+	t.Run("target changed across a slot", func(t *testing.T) {
+		forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+			h := newHarnessOn(t, crd, utc("2024-05-03 07:55:00"), cron("c", rule("r", "0 8 * * *", 10)))
+			h.scales.set("deployments", "web", 1)
+			h.scales.set("deployments", "api", 1)
+			h.syncAt(utc("2024-05-03 07:55:00"), "c")
+			h.clock.SetTime(utc("2024-05-03 08:05:00"))
+			h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.ScaleTargetRef.Name = "api" })
+			otherControllerWrites(h)
+			h.clock.SetTime(utc("2024-05-03 08:10:00"))
+			h.newController()
+			h.syncAt(utc("2024-05-03 08:10:00"), "c")
+			if got := h.scales.get("deployments", "api"); got != 1 {
+				t.Errorf("api replicas = %d; the 08:00 slot of web was applied to api", got)
+			}
+			if got := h.history("c", "r").SuccessfulExecutions; len(got) != 0 {
+				t.Errorf("successful executions %+v; want none", got)
+			}
+		})
+	})
+	t.Run("schedule widened", func(t *testing.T) {
+		forEachSchema(t, func(t *testing.T, crd schemaVariant) {
+			// Friday 07:55; the weekday rule plans 09:00.
+			h := newHarnessOn(t, crd, utc("2024-05-03 07:55:00"), cron("c", rule("r", "0 9 * * 1-5", 10)))
+			h.scales.set("deployments", "web", 1)
+			h.syncAt(utc("2024-05-03 07:55:00"), "c")
+			h.clock.SetTime(utc("2024-05-03 08:05:00"))
+			h.edit("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Schedule = "*/15 * * * *" })
+			otherControllerWrites(h)
+			h.clock.SetTime(utc("2024-05-03 08:20:00"))
+			h.newController()
+			h.syncAt(utc("2024-05-03 08:20:00"), "c")
+			if got := h.scales.get("deployments", "web"); got != 10 {
+				t.Errorf("replicas = %d; want 10: 08:15, the latest slot since the edit, runs", got)
+			}
+			hist := h.history("c", "r")
+			if len(hist.SuccessfulExecutions) != 1 || !hist.SuccessfulExecutions[0].ScheduleTime.Time.Equal(utc("2024-05-03 08:15:00")) {
+				t.Errorf("successful executions %+v; want 08:15", hist.SuccessfulExecutions)
+			}
+		})
+	})
+}
+
 // Issue 26, case 3: an edit made just before a slot and delivered by the
 // watch just after it. The rule is planned from when the edit was made
 // (its managedFields time), not from when it was seen, so the first slot of

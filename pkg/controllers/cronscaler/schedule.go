@@ -123,8 +123,9 @@ type planFrom struct {
 	// the history holds that the current spec invalidates was changed then
 	// or before, while the controller was not watching.
 	edited time.Time
-	// stale says that the last change came after the last status write
-	// (both as managedFields time them, in seconds): the plan in status may
+	// stale says that the last change came after the cron-scaler's last
+	// status write (see ownStatusWrite; both as managedFields time them, in
+	// seconds): the plan in status may
 	// have been made for the object as it was before the change. A status
 	// write after a change was planned for the changed object, since it is
 	// made with the resourceVersion its sync read, and a change in between

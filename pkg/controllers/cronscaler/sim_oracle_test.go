@@ -61,7 +61,10 @@ import (
 //     of edits timed by managedFields (below), nor a slot of a rule given a
 //     new target that no process had seen by the slot and that was recorded
 //     (run on the old target: the doc's limit of an unseen retarget, see
-//     unseenRetarget). Then by the window's end a
+//     unseenRetarget), nor found late (inherited or retried) when another
+//     manager that owns one of its fields changed any field of the target
+//     through the object since the slot (the doc's limit of managedFields'
+//     one time per manager, see entryMovedPastSlot). Then by the window's end a
 //     status the cron-scaler wrote records the slot as a successful
 //     execution with the rule's value, and the target field holds it.
 //  2. Nothing else runs. Every change the cron-scaler makes to a target
@@ -493,6 +496,60 @@ func (o *oracle) otherChange(t simTarget, field string, from, to time.Time) bool
 	return false
 }
 
+// entryMovedPastSlot is the doc's limit of managedFields' one time per
+// manager (docs/cron-scaler.md, after the crash window's table): a firing
+// found late (inherited, or retried after an error) is not applied when
+// another manager changed some field of the target through the object at
+// or after the slot, up to to, while it owned one of the fields the firing
+// sets (the last to change it, through the object): its entry's time says
+// it changed them all then.
+func (o *oracle) entryMovedPastSlot(t simTarget, vals map[string]int32, slot, to time.Time) bool {
+	for _, f := range simFieldsOf(t) {
+		for _, ch := range o.s.srv.fields[fieldKey(t, f)] {
+			if ch.manager == FieldManager || ch.subresource != "" || ch.at.Before(slot) || ch.at.After(to) {
+				continue
+			}
+			for field := range vals {
+				if owner := o.ownerAt(t, field, ch.at); owner != nil && owner.manager == ch.manager && owner.subresource == "" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// foundLate says whether the slot's firing is checked against the target's
+// managedFields: inherited (the leader of the window started after the
+// slot) or retried (the apiserver did not answer at the slot).
+func (o *oracle) foundLate(slot, t0, settled time.Time) bool {
+	if !t0.After(slot) {
+		return false
+	}
+	if p := o.leaderThrough(t0, settled); p != nil && p.start.After(slot) {
+		return true
+	}
+	for _, i := range o.s.scenario.outages {
+		if !i.from.After(slot) && i.to.After(slot) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerAt is the last change of the field at or before at: its writer owns
+// the field then.
+func (o *oracle) ownerAt(t simTarget, field string, at time.Time) *fieldChange {
+	var last *fieldChange
+	for i, ch := range o.s.srv.fields[fieldKey(t, field)] {
+		if ch.at.After(at) {
+			break
+		}
+		last = &o.s.srv.fields[fieldKey(t, field)][i]
+	}
+	return last
+}
+
 // crowded says whether another slot for the field may run in the window:
 // one of another incarnation in [slot, end]. An earlier slot still in time
 // does not excuse the slot: the latest due slot wins (across objects too).
@@ -545,7 +602,7 @@ func (o *oracle) checkMustRun() {
 				continue
 			}
 			vals := inc.valuesAt(slot)
-			ok := true
+			ok := !(o.foundLate(slot, t0, settled) && o.entryMovedPastSlot(inc.target, vals, slot, settled))
 			for field := range vals {
 				if o.otherChange(inc.target, field, slot.Add(-simSlack), settled) || o.crowded(inc, field, slot, t0, settled) {
 					ok = false
@@ -879,13 +936,14 @@ func (o *oracle) wrongValueTag(inc *incarnation, field string, slot, settled tim
 // unwatchedChange is the stated limit of changes made while no controller
 // watched: a change of the object's spec or metadata (a label too) made at
 // or after the slot and before the process started, in a later second than
-// the object's last status write, makes every rule plan from it, and the
+// the cron-scaler's last status write to the object (another cron
+// controller's does not count), makes every rule plan from it, and the
 // slot does not run (docs/cron-scaler.md, "Edits made while the controller
 // was down").
 func (o *oracle) unwatchedChange(uid types.UID, slot, started time.Time) bool {
 	var lastStatus time.Time
 	for _, c := range o.s.srv.statuses {
-		if c.uid == uid && !c.at.After(started) {
+		if c.uid == uid && c.manager == FieldManager && !c.at.After(started) {
 			lastStatus = c.at
 		}
 	}

@@ -84,12 +84,22 @@ var (
 // answer and is given up; they fail when the earlier slot, which lost the
 // field to the later one, is retried alone after it and set over it
 // (TestRetriedFiringSupersededByALaterOneStaysSuperseded).
+// Seeds 25363 and 41956 play a change made while no cron-scaler ran,
+// followed by another cron controller's status write that keeps the old
+// plan: they fail when that write is taken as the cron-scaler's plan for the
+// changed object (a retarget's old slot applied to the new target; a
+// widened schedule's slot since the edit lost; see ownStatusWrite).
+// Seeds 34784 (a LeaderWorkerSet) and 42911 (an HPA) play a slot retried
+// after an outage while a GitOps tool or kubectl edit that owns the rule's
+// field from before the slot changed another field of the target during
+// the outage: NotReapplied, the doc's limit of managedFields' one time per
+// manager (they fail without the oracle's exception, entryMovedPastSlot).
 // Skipping a status write fails every seed.
 //
 // A seed's scenario depends on the generator (sim_scenario_test.go) and the
 // server's use of the random source: changing either changes what each seed
 // plays, and the list must be found again.
-var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300, 201, 10214, 40902, 43023, 45152}
+var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300, 201, 10214, 40902, 43023, 45152, 25363, 41956, 34784, 42911}
 
 func TestSim(t *testing.T) {
 	seeds := simSeeds
@@ -224,15 +234,29 @@ func (s *sim) dump(name string) string {
 			fmt.Fprintln(&b)
 		}
 	}
+	targets := map[simTarget]bool{}
 	for _, vs := range s.srv.versions {
 		for _, v := range vs {
 			if v.obj.Name == name && v.spec {
+				targets[simTarget(v.obj.Spec.ScaleTargetRef.Kind+"/"+v.obj.Spec.ScaleTargetRef.Name)] = true
 				fmt.Fprintf(&b, "  spec %s deleted=%v target=%s rules=", v.at.UTC().Format(time.RFC3339Nano), v.deleted, v.obj.Spec.ScaleTargetRef.Name)
 				for _, r := range v.obj.Spec.Rules {
 					fmt.Fprintf(&b, "{%s %q %q suspend=%v r=%v min=%v max=%v} ", r.Name, r.Schedule, ptrStr(r.TimeZone), r.Suspend != nil && *r.Suspend, ptrInt(r.TargetReplicas), ptrInt(r.TargetMinReplicas), ptrInt(r.TargetMaxReplicas))
 				}
 				fmt.Fprintln(&b)
 			}
+		}
+	}
+	var keys []string
+	for t := range targets {
+		for _, f := range simFieldsOf(t) {
+			keys = append(keys, fieldKey(t, f))
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, ch := range s.srv.fields[k] {
+			fmt.Fprintf(&b, "  field %s %s = %d by %s%s\n", ch.at.UTC().Format(time.RFC3339Nano), k, ch.value, ch.manager, map[bool]string{true: " (scale)"}[ch.subresource != ""])
 		}
 	}
 	return b.String()

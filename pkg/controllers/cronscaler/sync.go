@@ -219,9 +219,8 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
 	changed := lastSpecChange(obj, now)
-	_, statusWritten := newestStatusWrite(obj)
-	stale := !changed.IsZero() && changed.After(statusWritten)
-	// A change made after the last status write and before this process
+	stale := !changed.IsZero() && changed.After(ownStatusWrite(obj))
+	// A change made after the cron-scaler's last status write and before this process
 	// started was not watched by it: it may have been of the target or the
 	// values, and nothing the API keeps says which (see planFrom.unwatched).
 	var unwatched time.Time
@@ -264,6 +263,25 @@ func ruleStart(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alp
 		return now
 	}
 	return start
+}
+
+// ownStatusWrite is the time of the cron-scaler's newest status write (its
+// own field manager's entry: this process or another of its processes), as
+// the object's managedFields say; zero without one. Only such a write says
+// that the plan in status was made for the object as it was then: another
+// cron controller writing status (Karmada's, switched back on) may leave
+// the plan of the object as it was before an edit, and a change made while
+// no cron-scaler watched would then pass for one the plan was made after
+// (a retarget's old slot applied to the new target, or a widened schedule's
+// first slot lost, issue 26).
+func ownStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) time.Time {
+	var newest time.Time
+	for _, f := range obj.ManagedFields {
+		if f.Subresource == "status" && f.Manager == FieldManager && f.Time != nil && f.Time.Time.After(newest) {
+			newest = f.Time.Time
+		}
+	}
+	return newest
 }
 
 // lastSpecChange is the last change of the object's spec or metadata: the
