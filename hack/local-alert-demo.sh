@@ -127,6 +127,14 @@ wait_for "Prometheus has the manager's cron_scaler_missed_firings_total" 60 has_
 scaleplane::log "now: missed firings $(query 'cron_scaler_missed_firings_total' | grep -o '"value":\[[^]]*\]' || true)," \
   "ScaleplaneCronFiringsMissed $(alert_state ScaleplaneCronFiringsMissed), ScaleplaneNoLeader $(alert_state ScaleplaneNoLeader)"
 
+# An alert already firing would prove nothing; ScaleplaneCronFiringsMissed
+# stays firing for 15 minutes after a miss, an earlier run's too.
+for alert in ScaleplaneCronFiringsMissed ScaleplaneNoLeader; do
+  if [[ "$(alert_state "${alert}")" != inactive ]]; then
+    scaleplane::fatal "${alert} is $(alert_state "${alert}") already (an earlier run? it clears 15 minutes after a miss); try again later, or after make local-down && make local-up (which starts Prometheus afresh)"
+  fi
+done
+
 trap cleanup EXIT
 "${KUBECTL[@]}" apply -f - >/dev/null <<EOF
 apiVersion: v1
