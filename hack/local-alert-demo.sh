@@ -103,7 +103,7 @@ succeeded() {
     -o jsonpath='{.status.executionHistories[*].successfulExecutions[*].executionTime}' 2>/dev/null | grep -q .
 }
 
-# next_minute_start prints the epoch second at which minute n from now starts.
+# minute_start prints the epoch second at which the n-th minute from now starts.
 minute_start() {
   local now
   now="$(date +%s)"
