@@ -119,8 +119,14 @@ install_tool() {
 # vite) on a writable copy of its web/ui, with the packages its pnpm-lock.yaml
 # locks, save for the overrides in hack/tools/prometheus/ui/pnpm-overrides.yaml
 # (why is in that file). pnpm itself is pinned, with its integrity, by
-# hack/tools/prometheus/ui/package-lock.json. About half a minute on a warm
-# package store, once; then it is stamped like the binaries.
+# hack/tools/prometheus/ui/package-lock.json. About a minute (59 s with
+# empty npm and pnpm caches on 2 cores), once; then it is stamped like the
+# binaries.
+# locked_packages prints the name@version keys of a pnpm lockfile's packages.
+locked_packages() {
+  awk '/^packages:/ { p = 1; next } /^[^ ]/ { p = 0 } p && /^  [^ ]/ { print $1 }' "$1" | sort
+}
+
 install_prometheus_ui() {
   local ui_tools="${TOOLS_DIR}/prometheus/ui" out="${SCALEPLANE_BIN_DIR}/prometheus-web"
   local stamp="${STAMP_DIR}/prometheus-web" module_dir key
@@ -170,13 +176,25 @@ install_prometheus_ui() {
     # overrides', released months ago.
     pnpm install --no-frozen-lockfile --config.minimum-release-age=0 --reporter=append-only > ../pnpm-install.log 2>&1 \
       || { grep -v 'Unsupported engine' ../pnpm-install.log >&2; exit 1; }
+    # The overrides must change the @mantine entries and nothing else.
+    local changed
+    changed="$(diff <(locked_packages "${module_dir}/web/ui/pnpm-lock.yaml") <(locked_packages pnpm-lock.yaml) \
+      | grep '^[<>]' | grep -v "^[<>] '@mantine/" || true)"
+    if [[ -n "${changed}" ]]; then
+      echo "packages other than @mantine's changed from the module's lockfile:" >&2
+      echo "${changed}" >&2
+      exit 1
+    fi
     bash build_ui.sh --mantine-ui > ../build.log 2>&1 || { cat ../build.log >&2; exit 1; }
   ) || scaleplane::fatal "prometheus-web: the UI build failed (its output is above)"
-  rm -rf "${out}.tmp"
-  mkdir -p "${out}.tmp/static"
-  mv "${build}/src/static/mantine-ui" "${out}.tmp/static/mantine-ui"
-  rm -rf "${out}"
-  mv "${out}.tmp" "${out}"
+  # ${out} itself stays: it is the working directory of a Prometheus that
+  # local-up runs, which then serves the new files.
+  mkdir -p "${out}"
+  rm -rf "${out}/static.tmp"
+  mkdir -p "${out}/static.tmp"
+  mv "${build}/src/static/mantine-ui" "${out}/static.tmp/mantine-ui"
+  rm -rf "${out}/static"
+  mv "${out}/static.tmp" "${out}/static"
   rm -rf "${build}"
   echo "${key}" > "${stamp}"
   scaleplane::log "prometheus-web: built in $((SECONDS - start))s"
