@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/inplaceresize"
 	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 )
 
@@ -62,6 +63,15 @@ type Explanation struct {
 	Next       string                            `json:"next"`
 	InPlace    *scaleplanev1alpha1.InPlaceStatus `json:"inPlace,omitempty"`
 	Conditions []metav1.Condition                `json:"conditions,omitempty"`
+	// Pods are, with updateMode InPlace, the target's pods as the resizer
+	// sees them at the size status.inPlace holds.
+	Pods []PodExplanation `json:"pods,omitempty"`
+	// Federation is the mode in effect (status.federation); in Karmada mode
+	// Clusters are the member clusters, each with its count, estimate and
+	// the value of OverridePolicy for it.
+	Federation     string               `json:"federation,omitempty"`
+	OverridePolicy string               `json:"overridePolicy,omitempty"`
+	Clusters       []ClusterExplanation `json:"clusters,omitempty"`
 }
 
 // ResourceExplanation is one managed resource's estimate and band.
@@ -145,7 +155,8 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		Threshold: int64(min(max(spec.Threshold, 0), 100)),
 		SetLimits: spec.SetLimits == nil || *spec.SetLimits,
 		InPlace:   status.InPlace, Conditions: status.Conditions,
-		Resources: []ResourceExplanation{},
+		Resources:  []ResourceExplanation{},
+		Federation: string(status.Federation), OverridePolicy: status.OverridePolicy,
 	}
 	if spec.ScalingMode == scaleplanev1alpha1.ContainerProportional {
 		e.Unit = "containers"
@@ -154,18 +165,33 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		// countSource).
 		e.Source = string(scaleplanev1alpha1.SourceAPIServer)
 	}
+	minSize := int64(spec.Estimator.MinClusterSize)
+	if minSize < 1 {
+		minSize = resizeestimate.DefaultMinClusterSize
+	}
+	units := func(size int64) int64 {
+		if e.Estimator == string(scaleplanev1alpha1.ExponentialEstimator) {
+			return resizeestimate.Bucket(size, minSize)
+		}
+		return size
+	}
+	if status.Federation == scaleplanev1alpha1.FederationKarmada {
+		// Sized per member cluster through the OverridePolicy; the
+		// template is not written, so it is not compared.
+		if e.Clusters, err = explainClusters(ctx, c, ns, ar, units); err != nil {
+			return Explanation{}, err
+		}
+		e.Next = fmt.Sprintf("per member cluster: %d of %d held at their recommendation by OverridePolicy %s; see each cluster's state",
+			ptrInt(status.SizedClusters), ptrInt(status.MemberClusters), orNone(status.OverridePolicy))
+		return e, nil
+	}
 	if status.ClusterSize == nil {
 		e.Next = "nothing yet: the controller has not recorded a count (status.clusterSize); see the conditions"
 		return e, nil
 	}
 	size := int64(*status.ClusterSize)
-	e.Units = size
+	e.Units = units(size)
 	if e.Estimator == string(scaleplanev1alpha1.ExponentialEstimator) {
-		minSize := int64(spec.Estimator.MinClusterSize)
-		if minSize < 1 {
-			minSize = resizeestimate.DefaultMinClusterSize
-		}
-		e.Units = resizeestimate.Bucket(size, minSize)
 		for b := resizeestimate.Bucket(0, minSize); ; b = resizeestimate.Bucket(b+1, minSize) {
 			e.Buckets = append(e.Buckets, b)
 			if b >= e.Units || len(e.Buckets) > 64 {
@@ -174,9 +200,24 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		}
 	}
 
-	container, err := targetContainer(ctx, c, ns, spec)
+	container, selector, err := targetContainer(ctx, c, ns, spec)
 	if err != nil {
 		e.Next = fmt.Sprintf("nothing: %v", err)
+	}
+	if container != nil && spec.UpdateMode == scaleplanev1alpha1.UpdateModeInPlace {
+		// The in-place decision compares with the size the pods are held
+		// at, not the template (the resizer's inPlaceView).
+		if status.InPlace != nil {
+			container = container.DeepCopy()
+			var managed []corev1.ResourceName
+			for _, r := range spec.Resources {
+				managed = append(managed, r.Name)
+			}
+			inplaceresize.HeldView(&container.Resources, managed, status.InPlace.Resources, e.SetLimits)
+		}
+		if e.Pods, err = explainPods(ctx, c, ns, ar, selector); err != nil {
+			return Explanation{}, err
+		}
 	}
 	var changes, raises []string
 	for _, r := range spec.Resources {
@@ -284,38 +325,39 @@ func band(name corev1.ResourceName, estimate resource.Quantity, threshold int64)
 }
 
 // targetContainer returns the AddonResizer's container in its target's pod
-// template.
-func targetContainer(ctx context.Context, c *Clients, ns string, spec *scaleplanev1alpha1.AddonResizerSpec) (*corev1.Container, error) {
+// template, and the target's pod selector.
+func targetContainer(ctx context.Context, c *Clients, ns string, spec *scaleplanev1alpha1.AddonResizerSpec) (*corev1.Container, *metav1.LabelSelector, error) {
 	var tmpl *corev1.PodTemplateSpec
+	var selector *metav1.LabelSelector
 	name := spec.TargetRef.Name
 	switch spec.TargetRef.Kind {
 	case scaleplanev1alpha1.TargetKindDeployment:
 		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading its target: %w", err)
+			return nil, nil, fmt.Errorf("reading its target: %w", err)
 		}
-		tmpl = &d.Spec.Template
+		tmpl, selector = &d.Spec.Template, d.Spec.Selector
 	case scaleplanev1alpha1.TargetKindStatefulSet:
 		s, err := c.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading its target: %w", err)
+			return nil, nil, fmt.Errorf("reading its target: %w", err)
 		}
-		tmpl = &s.Spec.Template
+		tmpl, selector = &s.Spec.Template, s.Spec.Selector
 	case scaleplanev1alpha1.TargetKindDaemonSet:
 		d, err := c.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading its target: %w", err)
+			return nil, nil, fmt.Errorf("reading its target: %w", err)
 		}
-		tmpl = &d.Spec.Template
+		tmpl, selector = &d.Spec.Template, d.Spec.Selector
 	default:
-		return nil, fmt.Errorf("target kind %q is not one the resizer sizes", spec.TargetRef.Kind)
+		return nil, nil, fmt.Errorf("target kind %q is not one the resizer sizes", spec.TargetRef.Kind)
 	}
 	for i := range tmpl.Spec.Containers {
 		if tmpl.Spec.Containers[i].Name == spec.ContainerName {
-			return &tmpl.Spec.Containers[i], nil
+			return &tmpl.Spec.Containers[i], selector, nil
 		}
 	}
-	return nil, fmt.Errorf("%s/%s has no container %q", spec.TargetRef.Kind, name, spec.ContainerName)
+	return nil, nil, fmt.Errorf("%s/%s has no container %q", spec.TargetRef.Kind, name, spec.ContainerName)
 }
 
 func orDefault[T ~string](v, def T) T {
@@ -350,12 +392,20 @@ func resizerDetails(size *int32, pending *scaleplanev1alpha1.PendingResize) stri
 func printExplanation(w io.Writer, e Explanation) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "AddonResizer %s/%s sizes container %s of %s (updateMode %s).\n", e.Namespace, e.Name, e.Container, e.Target, e.UpdateMode)
-	if e.ClusterSize == nil {
+	karmada := e.Federation == string(scaleplanev1alpha1.FederationKarmada)
+	switch {
+	case karmada:
+		fmt.Fprintf(&b, "Count:     per member cluster, its Cluster's node count (below)\n")
+	case e.ClusterSize == nil:
 		fmt.Fprintf(&b, "Count:     none recorded yet (%s, from %s)\n", e.Unit, e.Source)
-	} else {
+	default:
 		fmt.Fprintf(&b, "Count:     %d %s (from %s, as the controller last saw it)\n", *e.ClusterSize, e.Unit, e.Source)
 	}
 	switch {
+	case karmada && e.Estimator == string(scaleplanev1alpha1.ExponentialEstimator):
+		fmt.Fprintf(&b, "Estimator: Exponential: base + extraPerUnit x each cluster's count rounded up to its bucket (UNITS)\n")
+	case karmada:
+		fmt.Fprintf(&b, "Estimator: %s: base + extraPerUnit x each cluster's count (UNITS)\n", e.Estimator)
 	case e.Buckets != nil:
 		fmt.Fprintf(&b, "Estimator: Exponential: the count rounded up to its bucket, %d (buckets %s)\n", e.Units, joinInts(e.Buckets))
 	default:
@@ -392,8 +442,25 @@ func printExplanation(w io.Writer, e Explanation) error {
 	for _, c := range e.Conditions {
 		fmt.Fprintf(&b, "Condition: %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(e.Pods) > 0 {
+		if err := printPods(w, e); err != nil {
+			return err
+		}
+	}
+	if e.Federation == string(scaleplanev1alpha1.FederationKarmada) {
+		return printClusters(w, e)
+	}
+	return nil
+}
+
+func ptrInt(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func deref(s *string) string {

@@ -107,7 +107,12 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	}
 	retries := map[string]firingRetry{}
 	for _, f := range due {
-		if transient && f.err == nil {
+		// A firing that won no field is superseded whatever became of the
+		// write: the later firing that took its fields may be on the
+		// target already (an error does not say the write was not made),
+		// and retried alone once that one is given up, it would set an
+		// older slot's value over it.
+		if transient && f.err == nil && f.won != (values{}) {
 			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
 			continue
 		}
@@ -231,7 +236,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			ScheduleTime: metaTime(p.due), ExecutionTime: metaTime(now), Message: msg,
 		})
 		c.recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Rule %q (scheduled %s): %s", p.rule.Name, scheduled, msg)
-		firings.WithLabelValues(result).Inc()
+		countFailure(obj, result, reason)
 	}
 	switch {
 	case f.err != nil:
@@ -242,7 +247,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			f.yielded.desc, t))
 	case f.won == (values{}):
 		by := latestSetting(f, due)
-		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied instead",
+		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied or is due instead",
 			by.plan.rule.Name, by.plan.due.UTC().Format(time.RFC3339), t))
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
@@ -262,7 +267,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMaxReplicas: f.won.max,
 		})
 		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior)
-		firings.WithLabelValues(resultSuccess).Inc()
+		countFiring(obj, resultSuccess, outcomeAlreadyApplied)
 	default:
 		firingSkew.Observe(now.Sub(p.due).Seconds())
 		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
@@ -273,7 +278,10 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 			AppliedMaxReplicas: f.won.max,
 		})
 		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
-		firings.WithLabelValues(resultSuccess).Inc()
+		countFiring(obj, resultSuccess, outcomeApplied)
+		// The write was answered before recordFiring was called: now is
+		// when the sync began, the clock says when the target took it.
+		observeTargetWrite(obj, p.due, c.clock.Now())
 	}
 }
 

@@ -53,7 +53,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 			ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
 		})
 		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
-		firings.WithLabelValues(resultFailed).Inc()
+		countFiring(obj, resultFailed, outcomeFailed)
 	}
 	if p.missed > 1 {
 		c.recordMissedRange(obj, p, p.missed-1, p.secondMissed, now)
@@ -70,7 +70,7 @@ func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA
 	})
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
 	missedFirings.Inc()
-	firings.WithLabelValues(resultMissed).Inc()
+	countFiring(obj, resultMissed, outcomeMissed)
 }
 
 // recordMissedRange records count missed scheduled times from first to the
@@ -95,7 +95,7 @@ func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA
 	})
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
 	missedFirings.Add(float64(count))
-	firings.WithLabelValues(resultMissed).Inc()
+	countFiring(obj, resultMissed, outcomeMissed)
 }
 
 const (

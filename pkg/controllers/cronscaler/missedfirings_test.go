@@ -216,3 +216,42 @@ func TestLatestSlotWinsAcrossObjects(t *testing.T) {
 		})
 	}
 }
+
+// The doc's limit of the latest slot across objects: a later slot counts
+// when its object's status records it as applied or it is still due. Here
+// early's 08:15 (6 replicas, may run until 09:15) is retried through a
+// flaky apiserver; late's 08:20 (26, maxDelaySeconds 120) is written, the
+// write commits but its answer is lost, and it is given up at 08:22 (a
+// failed execution). early's next attempt, at 08:23, reads late's status:
+// 08:20 failed and is no longer due, so early's 08:15 is applied over the
+// 26 that did reach the target. The simulator's seed 22832 played this
+// (before the fix of a retried firing that lost its field within one
+// object changed what it plays).
+func TestLaterSlotGivenUpDoesNotStopAnEarlierOneOfAnotherObject(t *testing.T) {
+	late := rule("r", "20 * * * *", 26)
+	late.MaxDelaySeconds = ptr.To[int32](120)
+	h := newHarness(t, utc("2024-05-01 07:30:00"), cron("early", rule("r", "15 * * * *", 6)), cron("late", late))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:30:00"), "early")
+	h.syncAt(utc("2024-05-01 07:30:00"), "late")
+	h.scales.failWith(webhookDown)
+	h.syncAt(utc("2024-05-01 08:15:00.100"), "early")
+	h.syncAt(utc("2024-05-01 08:20:00.100"), "late")
+	// late's 08:20 write committed; only its answer was lost.
+	h.scales.failWith(nil)
+	h.scales.scaleBy(FieldManager, "scale", "deployments", "web", 26)
+	h.scales.failWith(webhookDown)
+	h.syncAt(utc("2024-05-01 08:22:00.100"), "late")
+	h.scales.failWith(nil)
+	h.syncAt(utc("2024-05-01 08:23:00"), "early")
+
+	if f := h.history("late", "r").FailedExecutions; len(f) != 1 || !strings.Contains(f[0].Message, "not applied: 1 attempts") {
+		t.Errorf("late's failed executions %+v; want 08:20 given up", f)
+	}
+	if s := h.history("early", "r").SuccessfulExecutions; len(s) != 1 || !s[0].ScheduleTime.Time.Equal(utc("2024-05-01 08:15:00")) {
+		t.Errorf("early's successful executions %+v; want 08:15, applied at 08:23", s)
+	}
+	if got := h.scales.get("deployments", "web"); got != 6 {
+		t.Errorf("replicas = %d; want 6: late's 08:20 is recorded as failed and no longer due", got)
+	}
+}

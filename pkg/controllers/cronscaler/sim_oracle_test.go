@@ -69,7 +69,10 @@ import (
 //     at or before the write and not past its deadline. A slot from before
 //     an edit, or applied to a target the rule no longer names, is not.
 //  3. Latest wins, across objects too: the slots whose values the
-//     cron-scaler writes to one field never go back in time.
+//     cron-scaler writes to one field never go back in time. The doc's
+//     limit: a later slot that no status records as applied and whose
+//     deadline has passed does not count, if it is another object's or
+//     another process wrote it (see unrecordedLater).
 //  4. Never undone: once a slot was applied (written, or recorded), the
 //     cron-scaler does not write it again over another writer's later
 //     change; and an inherited firing (due before the writing process
@@ -664,6 +667,9 @@ func (o *oracle) checkTargetWrites() {
 		}
 		first := map[slotKey]applied{}
 		var latest time.Time
+		// latestBy are the writes of the latest slot's value (of one
+		// incarnation or several, at the same time).
+		var latestBy []laterWrite
 		for i, ch := range changes {
 			if ch.manager != FieldManager {
 				continue
@@ -675,12 +681,18 @@ func (o *oracle) checkTargetWrites() {
 				continue
 			}
 			k := keyOf(inc.uid, inc.rule, slot)
-			if slot.Before(latest) {
+			switch {
+			case slot.Before(latest) && o.unrecordedLater(latestBy, latest, inc, ch):
+				// The doc's limit: the later slot does not count, so
+				// this slot's value is the latest the records know.
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
+			case slot.Before(latest):
 				o.violate(ch.at, "[case 7] latest wins: process %d set %s.%s to %d (%s slot %s) after it had set the value of a later slot, %s",
 					ch.proc.id, t, field, ch.value, inc, slot.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
-			}
-			if slot.After(latest) {
-				latest = slot
+			case slot.After(latest):
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
+			default:
+				latestBy = append(latestBy, laterWrite{inc, ch.proc})
 			}
 			if i > 0 {
 				prev := changes[i-1]
@@ -712,6 +724,38 @@ func (o *oracle) checkTargetWrites() {
 			}
 		}
 	}
+}
+
+// laterWrite is a write of a slot's value: the incarnation it is
+// attributed to, and the process that made it.
+type laterWrite struct {
+	inc  *incarnation
+	proc *simProc
+}
+
+// unrecordedLater says whether the doc lets an earlier slot's value be
+// written (by ch, for inc) over the later slot whose value the field holds
+// (written by each of by): a later slot counts when a status records it as
+// applied or it is still due. This one never is recorded as applied (its
+// write got an error and it was given up, or the process that wrote it
+// ended before recording it), and ch came after its deadline. And either it
+// is another object's, whose records are all the writer reads, or another
+// process wrote it (a process does not know what its predecessor wrote and
+// did not record). Within one object and one process, the earlier firing
+// was due when the later one came and is Superseded from then on.
+func (o *oracle) unrecordedLater(by []laterWrite, slot time.Time, inc *incarnation, ch fieldChange) bool {
+	for _, w := range by {
+		if _, ok := o.recorded[keyOf(w.inc.uid, w.inc.rule, slot)]; ok {
+			return false
+		}
+		if !ch.at.After(w.inc.deadline(slot).Add(simSlack)) {
+			return false
+		}
+		if w.inc.uid == inc.uid && w.proc == ch.proc {
+			return false
+		}
+	}
+	return len(by) > 0
 }
 
 // checkOtherControllerReports is check 5.

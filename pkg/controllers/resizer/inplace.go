@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/inplaceresize"
 )
 
 // Reasons of InPlaceResized.
@@ -131,11 +132,12 @@ func (ip *inPlaceResizer) rollout(ar *scaleplanev1alpha1.AddonResizer, status *s
 
 // inPlaceView returns the target as the in-place decision sees it: its
 // container at the size the pods are held at (status.inPlace), where
-// status has one. The template keeps its own resources in InPlace mode, so
+// status has one (inplaceresize.HeldView, which kubectl-scaleplane
+// shares). The template keeps its own resources in InPlace mode, so
 // deciding against it would resize again at every sync. With setLimits
 // false the template's limit of a held request is left out: in place each
 // running pod's own limit binds, and each pod's size is capped at it
-// (inPlaceSize.forPod), whether it is lower than the template's or higher.
+// (inplaceresize.Size.ForPod), whether it is lower than the template's or higher.
 // The result is a copy: w is the cache's.
 func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResizerStatus) *workload {
 	view := *w
@@ -144,24 +146,7 @@ func inPlaceView(w *workload, s settings, status *scaleplanev1alpha1.AddonResize
 	if c == nil || status.InPlace == nil {
 		return &view
 	}
-	held := status.InPlace.Resources
-	for _, name := range s.managed() {
-		if q, ok := held.Requests[name]; ok {
-			if c.Resources.Requests == nil {
-				c.Resources.Requests = corev1.ResourceList{}
-			}
-			c.Resources.Requests[name] = q.DeepCopy()
-			if !s.setLimits {
-				delete(c.Resources.Limits, name)
-			}
-		}
-		if q, ok := held.Limits[name]; ok && s.setLimits {
-			if c.Resources.Limits == nil {
-				c.Resources.Limits = corev1.ResourceList{}
-			}
-			c.Resources.Limits[name] = q.DeepCopy()
-		}
-	}
+	inplaceresize.HeldView(&c.Resources, s.managed(), status.InPlace.Resources, s.setLimits)
 	return &view
 }
 

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/scaleplane/scaleplane/pkg/inplaceresize"
 )
 
 // notReadyLookup returns the Ready condition of a node that is known not to
@@ -187,9 +189,9 @@ func (n *nodeReadyState) DeepCopyObject() runtime.Object {
 }
 
 // notReady returns the node's Ready condition if it has one and it is not
-// True.
+// True (inplaceresize.NodeNotReady).
 func (n *nodeReadyState) notReady() (corev1.NodeCondition, bool) {
-	if n.ready == "" || n.ready == corev1.ConditionTrue {
+	if !inplaceresize.NodeNotReady(n.ready) {
 		return corev1.NodeCondition{}, false
 	}
 	return corev1.NodeCondition{Type: corev1.NodeReady, Status: n.ready, Reason: n.reason, LastTransitionTime: n.since}, true

@@ -21,8 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,13 +32,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/scaleplane/scaleplane/pkg/inplaceresize"
 )
 
 // maxResizesInFlight is how many pods of one target may be mid-resize at
-// once (resized in the API, not yet applied by their kubelet). A node that
-// cannot fit the new size then holds back this many pods in
-// PodResizePending, not every replica of the add-on.
-const maxResizesInFlight = 2
+// once (inplaceresize.MaxInFlight).
+const maxResizesInFlight = inplaceresize.MaxInFlight
 
 const (
 	// maxResizeConflicts is how many conflicts in a row one pod's resize
@@ -72,33 +70,20 @@ type podState string
 
 // The states, also the values of resizer_in_place_pods' state label.
 const (
-	// podAtSize: the kubelet reports the size applied, or, where it reports
-	// no resources at all (it does not resize), the pod's spec is the size.
-	podAtSize podState = "at_size"
-	// podOutdated: the pod's spec is not the size; it is to be resized.
-	podOutdated podState = "outdated"
-	// podResizing: the spec is the size, the kubelet has not applied it
-	// yet (no answer, or PodResizeInProgress).
-	podResizing podState = "resizing"
-	// podDeferred: PodResizePending, reason Deferred. The kubelet retries
-	// by itself when the node has room.
-	podDeferred podState = "deferred"
-	// podInfeasible: PodResizePending, reason Infeasible. The node will
-	// never fit it; abandoned at this size.
-	podInfeasible podState = "infeasible"
-	// podError: PodResizeInProgress, reason Error (for example a memory
-	// limit below the container's usage). The kubelet retries.
-	podError podState = "error"
+	// The states a pod shows by itself (see inplaceresize): at_size,
+	// outdated, resizing, deferred, infeasible, error, unreported.
+	podAtSize     = podState(inplaceresize.AtSize)
+	podOutdated   = podState(inplaceresize.Outdated)
+	podResizing   = podState(inplaceresize.Resizing)
+	podDeferred   = podState(inplaceresize.Deferred)
+	podInfeasible = podState(inplaceresize.Infeasible)
+	podError      = podState(inplaceresize.Error)
+	podUnreported = podState(inplaceresize.Unreported)
+	// The states the resizer adds from its memory and the nodes.
+	//
 	// podRejected: the API server refused the resize (422, 403, 400);
 	// abandoned at this size.
 	podRejected podState = "rejected"
-	// podUnreported: the pod's spec is not the size, but its kubelet reports
-	// no resources for its running containers, so the API server would
-	// refuse the resize ("Pod running on node without support for
-	// resize"). Its node does not resize in place, or its kubelet has not
-	// reported them yet (kwok's stages report them a moment after the pod
-	// runs); it is resized once they are reported, which is a pod event.
-	podUnreported podState = "unreported"
 	// podConflicted: its resize met maxResizeConflicts conflicts or more in
 	// a row (the pod changed between each read and the patch); still
 	// tried, with backoff.
@@ -116,12 +101,10 @@ const (
 
 var podStates = []podState{podAtSize, podOutdated, podResizing, podDeferred, podInfeasible, podError, podRejected, podUnreported, podConflicted, podForbidden, podNodeNotReady}
 
-// inFlight reports whether a pod in state s holds a place of the pacing.
-// A Deferred pod does: the node has no room, and resizing more pods on its
-// account would only make more pending ones. An Infeasible or rejected pod
-// does not: nothing will change for it, and the others must go on.
+// inFlight reports whether a pod in state s holds a place of the pacing
+// (inplaceresize.State.InFlight; a rejected pod does not either).
 func (s podState) inFlight() bool {
-	return s == podResizing || s == podDeferred || s == podError
+	return inplaceresize.State(s).InFlight()
 }
 
 // inPlaceSize is the size the target's pods are resized to: the managed
@@ -131,64 +114,25 @@ type inPlaceSize struct {
 	limits   corev1.ResourceList
 }
 
+func (z inPlaceSize) shared() inplaceresize.Size {
+	return inplaceresize.Size{Requests: z.requests, Limits: z.limits}
+}
+
+func sizeOf(z inplaceresize.Size) inPlaceSize {
+	return inPlaceSize{requests: z.Requests, limits: z.Limits}
+}
+
 // key identifies the size in the memory of rejected resizes.
-func (z inPlaceSize) key() string {
-	return resourceListString(z.requests) + "|" + resourceListString(z.limits)
-}
+func (z inPlaceSize) key() string { return z.shared().Key() }
 
-func resourceListString(l corev1.ResourceList) string {
-	parts := make([]string, 0, len(l))
-	for name, q := range l {
-		parts = append(parts, string(name)+"="+q.String())
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
-}
+func resourceListString(l corev1.ResourceList) string { return inplaceresize.ResourceListString(l) }
 
-// forPod is the size for a pod whose container has spec: each request the
-// size names without a limit (limits are not the resizer's) is capped at
-// the pod's own limit, which is what binds it in place (the template's
-// may differ: limits given in place while setLimits was true, or the
-// template edited under an OnDelete update strategy), as the API server
-// refuses a request above its limit. capped says which were.
-func (z inPlaceSize) forPod(spec *corev1.ResourceRequirements) (inPlaceSize, []cappedResource) {
-	var capped []cappedResource
-	out := z
-	for name, q := range z.requests {
-		if _, managed := z.limits[name]; managed {
-			continue
-		}
-		lim, ok := spec.Limits[name]
-		if !ok || q.Cmp(lim) <= 0 {
-			continue
-		}
-		if len(capped) == 0 {
-			out.requests = z.requests.DeepCopy()
-		}
-		out.requests[name] = lim.DeepCopy()
-		capped = append(capped, cappedResource{name: name, estimate: q.DeepCopy(), limit: lim.DeepCopy()})
+func cappedOf(c []inplaceresize.Capped) []cappedResource {
+	var out []cappedResource
+	for _, x := range c {
+		out = append(out, cappedResource{name: x.Name, estimate: x.Estimate, limit: x.Limit})
 	}
-	sort.Slice(capped, func(i, j int) bool { return capped[i].name < capped[j].name })
-	return out, capped
-}
-
-// matches reports whether r has every value of the size. Resources the size
-// does not name are not the resizer's and are not looked at.
-func (z inPlaceSize) matches(r *corev1.ResourceRequirements) bool {
-	if r == nil {
-		return false
-	}
-	for name, want := range z.requests {
-		if got, ok := r.Requests[name]; !ok || got.Cmp(want) != 0 {
-			return false
-		}
-	}
-	for name, want := range z.limits {
-		if got, ok := r.Limits[name]; !ok || got.Cmp(want) != 0 {
-			return false
-		}
-	}
-	return true
+	return out
 }
 
 // podAnswer is one pod's state, and what its kubelet said.
@@ -201,134 +145,21 @@ type podAnswer struct {
 	// place of the pacing, and is sent the new size before any other pod.
 	midResize bool
 	// size is the pod's own size: the size capped at its limits, capped
-	// says which (inPlaceSize.forPod).
+	// says which (inplaceresize.Size.ForPod).
 	size   inPlaceSize
 	capped []cappedResource
 }
 
-// classify tells where pod is on the way to size. Only a running pod bound
-// to a node and not being deleted is resized: a pending pod may still be
-// rescheduled, and the kubelet answers resizes of running ones.
+// classify tells where pod is on the way to size, by the rule
+// kubectl-scaleplane shares (inplaceresize.Classify); false for a pod not
+// to be resized (not running, not bound, being deleted, without the
+// container).
 func classify(pod *corev1.Pod, container string, size inPlaceSize) (podAnswer, bool) {
-	if pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning {
+	a, ok := inplaceresize.Classify(pod, container, size.shared())
+	if !ok {
 		return podAnswer{}, false
 	}
-	var spec *corev1.ResourceRequirements
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == container {
-			spec = &pod.Spec.Containers[i].Resources
-		}
-	}
-	if spec == nil {
-		// A pod of another template (a rollout that renamed the
-		// container): nothing of the resizer's to size.
-		return podAnswer{}, false
-	}
-	var applied *corev1.ResourceRequirements
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == container {
-			applied = pod.Status.ContainerStatuses[i].Resources
-		}
-	}
-	a := podAnswer{pod: pod}
-	size, a.capped = size.forPod(spec)
-	a.size = size
-	if !size.matches(spec) {
-		a.state = podOutdated
-		if !resourcesReported(pod) {
-			// Sent now, the resize would be refused, and a refusal is not
-			// retried at this size: wait for the kubelet's status.
-			a.state = podUnreported
-			return a, true
-		}
-		// Sent an older size its kubelet has not applied yet (pending,
-		// in progress, or no answer): mid-resize all the same. Left out of
-		// the pacing, every change of size would add two more pods pending
-		// at their kubelet. An Infeasible one holds no place, as at this
-		// size.
-		answer, _, pending := kubeletAnswer(pod)
-		a.midResize = answer != podInfeasible && (pending || differs(spec, applied, size))
-		return a, true
-	}
-	if applied == nil {
-		// Its kubelet reports no resources: it does not resize in place
-		// (the API server refuses resizes of such running pods), so the
-		// pod runs at its spec.
-		a.state = podAtSize
-		return a, true
-	}
-	if size.matches(applied) {
-		a.state = podAtSize
-		return a, true
-	}
-	a.state, a.message, _ = kubeletAnswer(pod)
-	return a, true
-}
-
-// kubeletAnswer is what the pod's resize conditions say of its current
-// spec: Infeasible, Deferred, Error, or podResizing (no answer, or in
-// progress); and whether one of them says the resize is pending or in
-// progress at its kubelet.
-func kubeletAnswer(pod *corev1.Pod) (state podState, message string, pending bool) {
-	state = podResizing
-	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue || cond.Type != corev1.PodResizePending && cond.Type != corev1.PodResizeInProgress {
-			continue
-		}
-		// A condition the kubelet wrote about an older spec is no answer
-		// to this resize.
-		if cond.ObservedGeneration != 0 && pod.Generation != 0 && cond.ObservedGeneration < pod.Generation {
-			continue
-		}
-		switch {
-		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonInfeasible:
-			return podInfeasible, cond.Message, false
-		case cond.Type == corev1.PodResizePending && cond.Reason == corev1.PodReasonDeferred:
-			state, message = podDeferred, cond.Message
-		case cond.Type == corev1.PodResizeInProgress && cond.Reason == corev1.PodReasonError:
-			state, message = podError, cond.Message
-		}
-		pending = true
-	}
-	return state, message, pending
-}
-
-// differs reports whether the kubelet reports values of the size's
-// resources other than the spec's: the spec was resized and the kubelet
-// has not applied it yet. A value missing on either side is not compared.
-func differs(spec, applied *corev1.ResourceRequirements, size inPlaceSize) bool {
-	if applied == nil {
-		return false
-	}
-	for name := range size.requests {
-		want, ok1 := spec.Requests[name]
-		got, ok2 := applied.Requests[name]
-		if ok1 && ok2 && want.Cmp(got) != 0 {
-			return true
-		}
-	}
-	for name := range size.limits {
-		want, ok1 := spec.Limits[name]
-		got, ok2 := applied.Limits[name]
-		if ok1 && ok2 && want.Cmp(got) != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// resourcesReported reports whether the API server accepts a resize of pod
-// as far as its kubelet is concerned: as kube-apiserver's
-// isPodResizeRequestSupported decides it (Kubernetes 1.33 to 1.37), the
-// first running container in status.containerStatuses reports its
-// resources, or no container runs yet.
-func resourcesReported(pod *corev1.Pod) bool {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Running != nil {
-			return cs.Resources != nil
-		}
-	}
-	return true
+	return podAnswer{pod: pod, state: podState(a.State), message: a.Message, midResize: a.MidResize, size: sizeOf(a.Size), capped: cappedOf(a.Capped)}, true
 }
 
 // podMemory remembers, per AddonResizer and pod, what the pod informer

@@ -178,7 +178,7 @@ func TestResizePodsPacing(t *testing.T) {
 	}
 	body := got["a"]
 	if body.Metadata.ResourceVersion != "7" || body.Spec.Containers[0].Name != containerName ||
-		!testSize.matches(&corev1.ResourceRequirements{Requests: body.Spec.Containers[0].Resources.Requests}) || body.Spec.Containers[0].Resources.Limits != nil {
+		!testSize.shared().Matches(&corev1.ResourceRequirements{Requests: body.Spec.Containers[0].Resources.Requests}) || body.Spec.Containers[0].Resources.Limits != nil {
 		t.Errorf("patch of a: %+v", body)
 	}
 	if n := s.count(podResizing); n != 2 {

@@ -55,6 +55,22 @@ func RegisterMetrics() {
 	})
 }
 
+// verdicts are the values of the verdict label.
+var verdicts = []string{verdictAllowed, verdictDenied, verdictError, verdictBadRequest}
+
+// exportKind registers the metrics and exports every verdict of kind from
+// the start, at zero: an alert on rate() or increase() sees no increase in a
+// series whose first sample is already 1, so the first error after a start
+// would page no one, and a dashboard would show no line for a kind until its
+// first request.
+func exportKind(kind string) {
+	RegisterMetrics()
+	for _, v := range verdicts {
+		requests.WithLabelValues(kind, v).Add(0)
+		duration.WithLabelValues(kind, v)
+	}
+}
+
 func observe(kind, verdict string, start time.Time) {
 	requests.WithLabelValues(kind, verdict).Inc()
 	duration.WithLabelValues(kind, verdict).Observe(time.Since(start).Seconds())

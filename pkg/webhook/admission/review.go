@@ -70,8 +70,10 @@ type Handler struct {
 }
 
 // NewHandler returns the HTTP handler of kind's validating webhook. kind only
-// labels logs and metrics.
+// labels logs and metrics; every verdict of kind is exported at zero from
+// now on (the metrics are registered if they were not).
 func NewHandler(kind string, validator Validator) *Handler {
+	exportKind(kind)
 	return &Handler{kind: kind, validator: validator}
 }
 

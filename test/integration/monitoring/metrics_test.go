@@ -73,8 +73,10 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 	webhookBody := scrapeWebhook(t)
 
 	var missing []string
+	var managerBody string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		managerBody, err := scrape(&http.Client{}, "http://127.0.0.1:"+strconv.Itoa(m.Port)+"/metrics")
+		var err error
+		managerBody, err = scrape(&http.Client{}, "http://127.0.0.1:"+strconv.Itoa(m.Port)+"/metrics")
 		if err != nil {
 			return false, nil
 		}
@@ -92,6 +94,29 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("metrics queried by charts/scaleplane/files but not exported: %v", missing)
+	}
+	// The slot exerciseManager fired reached its Deployment: counted by
+	// kind and outcome, its write's lag observed (the rule fires every
+	// minute: once or more), and no series names the object.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^cron_scaler_target_firings_total\{kind="Deployment",outcome="applied"\} [1-9]`),
+		regexp.MustCompile(`(?m)^cron_scaler_target_write_lag_seconds_count\{kind="Deployment"\} [1-9]`),
+	} {
+		if !want.MatchString(managerBody) {
+			t.Errorf("the manager's /metrics has no line matching %s after a firing on a Deployment", want)
+		}
+	}
+	for _, line := range strings.Split(managerBody, "\n") {
+		if strings.HasPrefix(line, "cron_scaler_") && strings.Contains(line, `"web"`) {
+			t.Errorf("a cron-scaler series names an object: %s", line)
+		}
+	}
+	// The webhook was sent one AddonResizer: the kinds it was sent nothing
+	// of are exported all the same, at zero, for its alert's rate().
+	for _, kind := range []string{"CronFederatedHPA", "LeaderWorkerSet"} {
+		if want := `scaleplane_webhook_admission_requests_total{kind="` + kind + `",verdict="error"} 0`; !strings.Contains(webhookBody, "\n"+want+"\n") {
+			t.Errorf("the webhook's /metrics has no line %s", want)
+		}
 	}
 }
 
