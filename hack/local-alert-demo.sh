@@ -21,7 +21,9 @@
 #      runs the latest slot late and records the older one as missed (a
 #      MissedSchedule Warning event), cron_scaler_missed_firings_total goes
 #      up, and ScaleplaneCronFiringsMissed fires at the next evaluation.
-# The alert then stays firing for 15 minutes (its increase() window).
+# The alert then stays firing for 15 minutes (its increase() window). It
+# works the same with SCALEPLANE_LOCAL_KARMADA=1: the manager is started again
+# with the arguments local-up recorded, the sidecar's.
 
 set -o errexit -o nounset -o pipefail
 
