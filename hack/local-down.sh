@@ -2,7 +2,10 @@
 # Stops every process hack/local-up.sh started, newest first, and checks that
 # none of its ports is still listening. The state in _output/local (etcd data,
 # certificates, logs) is kept, so the next local-up comes back with the same
-# objects; pass --clean to delete it as well.
+# objects; pass --clean to delete it as well. Prometheus's data is deleted
+# either way: it holds the series of processes that are gone, and alerts
+# computed from them (a manager "missing" for as long as the cluster was
+# down) would greet the next local-up.
 
 set -o errexit -o nounset -o pipefail
 
@@ -22,8 +25,13 @@ if [[ -d "${LOCAL_PIDS}" ]]; then
   done
 fi
 
+if ! local::pid prometheus >/dev/null && [[ -d "${PROMETHEUS_DIR}/data" ]]; then
+  rm -rf "${PROMETHEUS_DIR}/data"
+  scaleplane::log "removed Prometheus's data"
+fi
+
 busy=()
-for port in "${ETCD_PORT}" "${ETCD_PEER_PORT}" "${APISERVER_PORT}" "${KCM_PORT}" "${SCHEDULER_PORT}" "${CM_PORT}" "${WEBHOOK_PORT}" "${KWOK_PORT}" "${METRICS_SERVER_PORT}"; do
+for port in "${ETCD_PORT}" "${ETCD_PEER_PORT}" "${APISERVER_PORT}" "${KCM_PORT}" "${SCHEDULER_PORT}" "${CM_PORT}" "${WEBHOOK_PORT}" "${KWOK_PORT}" "${METRICS_SERVER_PORT}" "${PROMETHEUS_PORT}"; do
   if local::port_open "${port}"; then
     busy+=("${port}")
   fi

@@ -4,7 +4,9 @@
 # kube-scheduler and kwok with a few fake nodes (their pods really reach
 # Running, with emulated resource usage), metrics-server (metrics.k8s.io, so
 # kubectl top and HorizontalPodAutoscalers work), then the CRDs, scaleplane-controller-manager, the webhook (once
-# it exists) and the examples.
+# it exists), the examples, and Prometheus scraping the manager and the
+# webhook with the chart's alerting rules loaded (its UI's address is printed
+# at the end; hack/local-alert-demo.sh makes an alert fire).
 #
 # Everything lives in _output/local: pid files, logs, certificates, etcd data
 # and the admin kubeconfig (_output/local/kubeconfig). Run it again at any
@@ -19,7 +21,8 @@
 #   SCALEPLANE_LOCAL_ETCD_PORT=12379 (peer port +1), SCALEPLANE_LOCAL_APISERVER_PORT=16443,
 #   SCALEPLANE_LOCAL_KCM_PORT=10257, SCALEPLANE_LOCAL_SCHEDULER_PORT=10259,
 #   SCALEPLANE_LOCAL_CM_PORT=10358, SCALEPLANE_LOCAL_WEBHOOK_PORT=19443,
-#   SCALEPLANE_LOCAL_KWOK_PORT=10247, SCALEPLANE_LOCAL_METRICS_SERVER_PORT=14443
+#   SCALEPLANE_LOCAL_KWOK_PORT=10247, SCALEPLANE_LOCAL_METRICS_SERVER_PORT=14443,
+#   SCALEPLANE_LOCAL_PROMETHEUS_PORT=19090
 # SCALEPLANE_LOCAL_NODES=3 sets how many fake nodes kwok runs.
 #
 # SCALEPLANE_LOCAL_KARMADA=1 plays a Karmada control plane, as far as
@@ -50,9 +53,12 @@ NODES="${SCALEPLANE_LOCAL_NODES:-3}"
 
 require_binaries() {
   local missing=()
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server scaleplane-controller-manager; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server scaleplane-controller-manager promtool; do
     [[ -x "${SCALEPLANE_BIN_DIR}/${b}" ]] || missing+=("${b}")
   done
+  # Prometheus's web UI is built with the binary (hack/install-tools.sh prometheus).
+  [[ -x "${SCALEPLANE_BIN_DIR}/prometheus" && -f "${PROMETHEUS_WEB}/static/mantine-ui/index.html" ]] \
+    || missing+=("prometheus (with its web UI in ${PROMETHEUS_WEB})")
   if (( ${#missing[@]} > 0 )); then
     scaleplane::fatal "missing in ${SCALEPLANE_BIN_DIR}: ${missing[*]}; run \`make tools build\` (or just \`make local-up\`)"
   fi
@@ -464,6 +470,84 @@ install_webhook() {
 }
 # --------------------------- end of webhook section ------------------------
 
+# ---------------------------------------------------------------------------
+# Prometheus, built from the pinned module with its web UI (hack/install-tools.sh
+# prometheus). It scrapes the two endpoints exactly as local-up serves them, and
+# sends no credentials because neither asks for any: the manager's /metrics is
+# plain HTTP on 127.0.0.1 (--bind-address, --port), the webhook's is on its
+# HTTPS port, verified against the webhook's local CA. The rules are the
+# chart's own file, which is a rule file as it is (the chart wraps its groups
+# in a PrometheusRule), so what fires here is what the chart would alert on.
+# Scrapes and rule evaluations every 5 s, so that an alert shows in minutes.
+# ---------------------------------------------------------------------------
+PROMETHEUS_WEB="${SCALEPLANE_BIN_DIR}/prometheus-web"
+PROMETHEUS_RULES="${SCALEPLANE_ROOT}/charts/scaleplane/files/prometheus-rules.yaml"
+
+# prometheus_config prints the configuration; the webhook's job only when the
+# webhook runs.
+prometheus_config() {
+  cat <<EOF
+# Written by hack/local-up.sh at every run; edits are lost.
+global:
+  scrape_interval: 5s
+  scrape_timeout: 4s
+  evaluation_interval: 5s
+rule_files:
+  - ${PROMETHEUS_RULES}
+scrape_configs:
+  - job_name: scaleplane-controller-manager
+    static_configs:
+      - targets: ["127.0.0.1:$(cm_port)"]
+EOF
+  if local::pid scaleplane-webhook >/dev/null; then
+    cat <<EOF
+  - job_name: scaleplane-webhook
+    scheme: https
+    tls_config:
+      ca_file: ${LOCAL_DIR}/webhook/ca.crt
+    static_configs:
+      - targets: ["127.0.0.1:${WEBHOOK_PORT}"]
+EOF
+  fi
+}
+
+# start_prometheus runs Prometheus in ${PROMETHEUS_WEB}: a binary without
+# the builtinassets tag serves its pages from ./static (web/ui/ui.go of the
+# module). No admin or lifecycle API; local-down deletes its data.
+start_prometheus() {
+  (
+    cd "${PROMETHEUS_WEB}"
+    local::start prometheus "${SCALEPLANE_BIN_DIR}/prometheus" \
+      --config.file="${PROMETHEUS_DIR}/prometheus.yml" \
+      --storage.tsdb.path="${PROMETHEUS_DIR}/data" --storage.tsdb.retention.time=1d \
+      --web.listen-address="127.0.0.1:${PROMETHEUS_PORT}"
+  )
+  local::wait_cmd prometheus 60 local::http_ok "${PROMETHEUS_PORT}" /-/ready
+}
+
+# ensure_prometheus writes the configuration and starts Prometheus; one that
+# runs already re-reads a changed configuration (SIGHUP), e.g. when the
+# webhook came up or the manager's port changed with SCALEPLANE_LOCAL_KARMADA.
+ensure_prometheus() {
+  local config="${PROMETHEUS_DIR}/prometheus.yml" pid out
+  mkdir -p "${PROMETHEUS_DIR}"
+  prometheus_config > "${config}.new"
+  if ! out="$("${SCALEPLANE_BIN_DIR}/promtool" check config "${config}.new" 2>&1)"; then
+    scaleplane::fatal "the Prometheus configuration written to ${config}.new is invalid: ${out}"
+  fi
+  if cmp -s "${config}.new" "${config}"; then
+    rm -f "${config}.new"
+  else
+    mv -f "${config}.new" "${config}"
+    if pid="$(local::pid prometheus)"; then
+      kill -HUP "${pid}"
+      scaleplane::log "prometheus: configuration changed, reloaded"
+    fi
+  fi
+  local::ensure prometheus start_prometheus
+}
+# ------------------------- end of Prometheus section -----------------------
+
 apply_examples() {
   if ! compgen -G "${SCALEPLANE_ROOT}/artifacts/examples/*.yaml" >/dev/null \
       && ! compgen -G "${SCALEPLANE_ROOT}/artifacts/examples/*/*.yaml" >/dev/null; then
@@ -500,11 +584,15 @@ main() {
   ensure_controller_manager
   install_webhook
   apply_examples
+  ensure_prometheus
 
   echo
   echo "scaleplane local cluster is up (state in ${LOCAL_DIR})."
   echo "  export KUBECONFIG=${KUBECONFIG_PATH}"
   echo "  ${SCALEPLANE_BIN_DIR}/kubectl get nodes"
+  echo "Prometheus (the manager's and the webhook's metrics, the chart's alerts):"
+  echo "  http://127.0.0.1:${PROMETHEUS_PORT}/alerts"
+  echo "  see an alert fire: hack/local-alert-demo.sh (docs/alerts.md)"
   echo "Logs:"
   local log
   for log in "${LOCAL_LOGS}"/*.log; do

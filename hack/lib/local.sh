@@ -19,6 +19,10 @@ WEBHOOK_PORT="${SCALEPLANE_LOCAL_WEBHOOK_PORT:-19443}"
 # that every fake node reports as its kubelet port.
 KWOK_PORT="${SCALEPLANE_LOCAL_KWOK_PORT:-10247}"
 METRICS_SERVER_PORT="${SCALEPLANE_LOCAL_METRICS_SERVER_PORT:-14443}"
+# Prometheus: its UI and API (plain HTTP on 127.0.0.1), scraping the manager
+# and the webhook with the chart's alerting rules loaded.
+PROMETHEUS_PORT="${SCALEPLANE_LOCAL_PROMETHEUS_PORT:-19090}"
+PROMETHEUS_DIR="${LOCAL_DIR}/prometheus"
 # SCALEPLANE_LOCAL_KARMADA=1: the controller manager runs the way the
 # Karmada sidecar install runs it (artifacts/deploy/karmada), against
 # Karmada's CronFederatedHPA schema; see hack/local-up.sh.
@@ -30,7 +34,7 @@ SERVICE_IP="10.96.0.1"
 KUBECTL=("${SCALEPLANE_BIN_DIR}/kubectl" --kubeconfig="${KUBECONFIG_PATH}")
 
 # Start order; local-down stops in reverse.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server scaleplane-controller-manager scaleplane-webhook)
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server scaleplane-controller-manager scaleplane-webhook prometheus)
 
 # Loopback must never go through an HTTP proxy (apiserver -> webhook, kwok,
 # kubectl -> apiserver).
