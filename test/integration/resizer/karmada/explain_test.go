@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,16 @@ func describe(r *corev1.ResourceRequirements) string {
 	if r == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("requests %v limits %v", r.Requests, r.Limits)
+	return fmt.Sprintf("requests %s limits %s", listString(r.Requests), listString(r.Limits))
+}
+
+func listString(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for n, q := range l {
+		parts = append(parts, string(n)+"="+q.String())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // tableRow returns the fields of the row of the member clusters' table
@@ -230,13 +240,13 @@ func TestExplainKarmadaMembers(t *testing.T) {
 			continue
 		}
 		if x.Nodes == nil || *x.Nodes != n {
-			t.Errorf("%s: explain counts %v nodes, its Cluster has %d", c, x.Nodes, n)
+			t.Errorf("%s: explain counts %d nodes, its Cluster has %d", c, ptr.Deref(x.Nodes, -1), n)
 		}
 		if x.Units != buckets[c] {
 			t.Errorf("%s: explain computes for %d units, want the bucket %d of %d nodes", c, x.Units, buckets[c], n)
 		}
-		if x.State != string(scaleplanev1alpha1.MemberSized) {
-			t.Errorf("%s: state %q (%s), want Sized", c, x.State, x.Message)
+		if x.State != string(scaleplanev1alpha1.MemberSized) || x.PolicyDiffers {
+			t.Errorf("%s: state %q (%s), policy differs %v; want Sized, the policy at the size held", c, x.State, x.Message, x.PolicyDiffers)
 		}
 		est := corev1.ResourceList{}
 		for r, v := range x.Estimate {
@@ -310,13 +320,16 @@ func TestExplainKarmadaMembers(t *testing.T) {
 	small := clusters["explain-small"]
 	old := written["explain-small"]
 	if small.Nodes == nil || *small.Nodes != 40 || small.Units != 54 {
-		t.Errorf("explain-small grew to 40 nodes: explain counts %v, %d units; want 40, 54", small.Nodes, small.Units)
+		t.Errorf("explain-small grew to 40 nodes: explain counts %d, %d units; want 40, 54", ptr.Deref(small.Nodes, -1), small.Units)
 	}
 	if cpu := resource.MustParse(small.Estimate["cpu"]); cpu.Cmp(resource.MustParse("640m")) != 0 {
 		t.Errorf("explain-small: estimate cpu %s for 54 units, want 640m", small.Estimate["cpu"])
 	}
 	if small.OverridePolicy == nil || !sameList(small.OverridePolicy.Requests, old.Requests) || small.Held == nil || !sameList(small.Held.Requests, old.Requests) {
 		t.Errorf("explain-small: the policy and the size held should still be %s; explain reads %s and holds %s", describe(&old), describe(small.OverridePolicy), describe(small.Held))
+	}
+	if small.PolicyDiffers {
+		t.Errorf("explain-small: explain says the policy differs from the size held, both are %s", describe(&old))
 	}
 	if small.State != string(scaleplanev1alpha1.MemberPostponed) || small.Pending == nil || small.Pending.Direction != string(scaleplanev1alpha1.ResizeUp) ||
 		small.Pending.Until.Sub(small.Pending.Since) != delay {
@@ -329,7 +342,7 @@ func TestExplainKarmadaMembers(t *testing.T) {
 	}
 
 	// Changed by someone else: with the resizer stopped (it would put its
-	// value back), someone edits the big member's cpu in the policy.
+	// value back), someone replaces the big member's cpu in the policy.
 	// Explain reads the edited value, next to the size the resizer holds,
 	// and says they differ.
 	m.Stop(15 * time.Second)
@@ -345,6 +358,7 @@ func TestExplainKarmadaMembers(t *testing.T) {
 			}
 			for j, op := range r.Overriders.Plaintext {
 				if strings.HasSuffix(op.Path, "/resources/requests/cpu") {
+					p.Spec.OverrideRules[i].Overriders.Plaintext[j].Operator = policyv1alpha1.OverriderOpReplace
 					p.Spec.OverrideRules[i].Overriders.Plaintext[j].Value = rawJSON(t, "2")
 					edited = true
 				}
@@ -359,8 +373,14 @@ func TestExplainKarmadaMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, clusters = explainJSON(t, cp, ns, name)
+	e, clusters = explainJSON(t, cp, ns, name)
 	big := clusters["explain-big"]
+	if !big.PolicyDiffers || clusters["explain-mid"].PolicyDiffers {
+		t.Errorf("explain says the policy differs from the size held: explain-big %v (edited), explain-mid %v (not)", big.PolicyDiffers, clusters["explain-mid"].PolicyDiffers)
+	}
+	if !strings.Contains(e.Next, "does not set the size held for explain-big,") {
+		t.Errorf("explain's next step does not name explain-big, whose policy was edited: %q", e.Next)
+	}
 	if big.OverridePolicy == nil || big.OverridePolicy.Requests.Cpu().Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("explain-big: explain reads %s from the edited policy, want requests cpu 2", describe(big.OverridePolicy))
 	}
@@ -368,7 +388,10 @@ func TestExplainKarmadaMembers(t *testing.T) {
 		t.Errorf("explain-big: the size held is %s, want the resizer's %s", describe(big.Held), describe(ptr.To(written["explain-big"])))
 	}
 	table = string(runPlugin(t, cp, "explain", "addonresizer", name, "-n", ns))
-	if _, line := tableRow(t, table, "explain-big"); !strings.Contains(line, "requests cpu=2,") {
-		t.Errorf("explain-big's row does not show the edited policy value: %q", line)
+	if _, line := tableRow(t, table, "explain-big"); !strings.Contains(line, "requests cpu=2,") || !strings.Contains(line, "the OverridePolicy does not set the size held") {
+		t.Errorf("explain-big's row does not show the edited policy value and that it differs: %q", line)
+	}
+	if _, line := tableRow(t, table, "explain-mid"); strings.Contains(line, "does not set the size held") {
+		t.Errorf("explain-mid's policy was not edited, its row says it differs: %q", line)
 	}
 }
