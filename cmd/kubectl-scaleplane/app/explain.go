@@ -183,6 +183,15 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		}
 		e.Next = fmt.Sprintf("per member cluster: %d of %d held at their recommendation by OverridePolicy %s; see each cluster's state",
 			ptrInt(status.SizedClusters), ptrInt(status.MemberClusters), orNone(status.OverridePolicy))
+		var differ []string
+		for _, m := range e.Clusters {
+			if m.PolicyDiffers {
+				differ = append(differ, m.Name)
+			}
+		}
+		if len(differ) > 0 {
+			e.Next += fmt.Sprintf("; the OverridePolicy does not set the size held for %s, which the resizer writes again", strings.Join(differ, ", "))
+		}
 		return e, nil
 	}
 	if status.ClusterSize == nil {

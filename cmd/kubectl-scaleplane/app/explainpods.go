@@ -85,9 +85,13 @@ type ClusterExplanation struct {
 	// cluster runs the template).
 	Held           *corev1.ResourceRequirements `json:"held,omitempty"`
 	OverridePolicy *corev1.ResourceRequirements `json:"overridePolicy,omitempty"`
-	State          string                       `json:"state,omitempty"`
-	Pending        *PendingExplanation          `json:"pending,omitempty"`
-	Message        string                       `json:"message,omitempty"`
+	// PolicyDiffers: the OverridePolicy's rule for the cluster does not set
+	// the size held (someone edited or removed it, or the resizer has not
+	// written it yet); the resizer writes it again on its next sync.
+	PolicyDiffers bool                `json:"policyDiffers,omitempty"`
+	State         string              `json:"state,omitempty"`
+	Pending       *PendingExplanation `json:"pending,omitempty"`
+	Message       string              `json:"message,omitempty"`
 }
 
 // controllerPodStates are the InPlaceResized reasons that name one pod the
@@ -290,6 +294,9 @@ func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev
 	out := make([]ClusterExplanation, 0, len(status.Clusters))
 	for _, m := range status.Clusters {
 		x := ClusterExplanation{Name: m.Name, Nodes: m.Nodes, Held: m.Resources, OverridePolicy: policy[m.Name], State: string(m.State), Message: m.Message}
+		// Without a policy in status (not written, or its name taken) the
+		// conditions say why; a named policy that is gone differs.
+		x.PolicyDiffers = status.OverridePolicy != "" && !sameRequirements(x.Held, x.OverridePolicy)
 		if m.Nodes != nil {
 			x.Units = estimatorUnits(int64(*m.Nodes))
 			x.Estimate = map[string]string{}
@@ -310,16 +317,41 @@ func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev
 	return out, nil
 }
 
+// sameRequirements reports whether a and b set the same quantities (nil
+// sets none).
+func sameRequirements(a, b *corev1.ResourceRequirements) bool {
+	if a == nil {
+		a = &corev1.ResourceRequirements{}
+	}
+	if b == nil {
+		b = &corev1.ResourceRequirements{}
+	}
+	return sameResourceList(a.Requests, b.Requests) && sameResourceList(a.Limits, b.Limits)
+}
+
+func sameResourceList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if other, ok := b[name]; !ok || other.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // overriddenResources reads the container resources a rule's plaintext
-// overriders add: "add" of .../resources/requests/NAME (a quantity) or of
+// overriders set: "add" of .../resources/requests/NAME (a quantity) or of
 // .../resources/requests (a map), and the same for limits, as the resizer
-// writes them (its overrideOps).
+// writes them (its overrideOps); also "replace", which sets them the same
+// way when someone else edits the rule.
 func overriddenResources(ops []policyv1alpha1.PlaintextOverrider) *corev1.ResourceRequirements {
 	var out corev1.ResourceRequirements
 	found := false
 	for _, op := range ops {
 		i := strings.Index(op.Path, "/resources/")
-		if i < 0 || op.Operator != policyv1alpha1.OverriderOpAdd {
+		if i < 0 || op.Operator != policyv1alpha1.OverriderOpAdd && op.Operator != policyv1alpha1.OverriderOpReplace {
 			continue
 		}
 		field, name, _ := strings.Cut(op.Path[i+len("/resources/"):], "/")
@@ -397,6 +429,10 @@ func printPods(w io.Writer, e Explanation) error {
 	return t.flush()
 }
 
+// policyDiffersWhy is said of a cluster whose OverridePolicy value is not
+// the size held.
+const policyDiffersWhy = "the OverridePolicy does not set the size held (edited by someone else, or not written yet): the resizer writes it again on its next sync"
+
 // printClusters prints the member clusters for people.
 func printClusters(w io.Writer, e Explanation) error {
 	if _, err := fmt.Fprintf(w, "\nMember clusters (Karmada; OverridePolicy %s):\n", orNone(e.OverridePolicy)); err != nil {
@@ -420,6 +456,9 @@ func printClusters(w io.Writer, e Explanation) error {
 		why := m.Message
 		if p := m.Pending; p != nil {
 			why = fmt.Sprintf("%s pending since %s, until %s; %s", p.Direction, p.Since.Format(time.RFC3339), p.Until.Format(time.RFC3339), why)
+		}
+		if m.PolicyDiffers {
+			why = strings.TrimPrefix(why+"; "+policyDiffersWhy, "; ")
 		}
 		t.row(m.Name, nodes, fmt.Sprint(m.Units), orNone(strings.Join(est, ",")), describeResources(m.Held), describeResources(m.OverridePolicy), orNone(m.State), why)
 	}

@@ -114,12 +114,13 @@ func TestExplainAddonResizerPodsInPlace(t *testing.T) {
 // resource); member2 (30 nodes, bucket 36) has a scale-up pending for 5 of
 // its 10 minutes and the policy still holds its older size (one operation
 // with the whole map, the form for a template without requests); member3's
-// Cluster is missing.
+// Cluster is missing; someone replaced member4's cpu in the policy, which
+// no longer sets the size held.
 func TestExplainAddonResizerMemberClusters(t *testing.T) {
 	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	held1, held2 := resources("48m", "72Mi", ""), resources("52m", "88Mi", "")
 	ar := resizer("api-a", "api", scaleplanev1alpha1.AddonResizerStatus{
-		Federation: scaleplanev1alpha1.FederationKarmada, MemberClusters: ptr.To[int32](3), SizedClusters: ptr.To[int32](1),
+		Federation: scaleplanev1alpha1.FederationKarmada, MemberClusters: ptr.To[int32](4), SizedClusters: ptr.To[int32](2),
 		OverridePolicy: "api-a-resizer",
 		Clusters: []scaleplanev1alpha1.MemberClusterStatus{
 			{Name: "member1", Nodes: ptr.To[int32](10), Resources: &held1, State: scaleplanev1alpha1.MemberSized, Message: "held at the recommendation for 10 nodes"},
@@ -127,6 +128,7 @@ func TestExplainAddonResizerMemberClusters(t *testing.T) {
 				PendingResize: &scaleplanev1alpha1.PendingResize{Direction: scaleplanev1alpha1.ResizeUp, Since: metav1.NewTime(now.Add(-5 * time.Minute))},
 				Message:       "scale-up to cpu=58m,memory=112Mi held by scaleUpDelay"},
 			{Name: "member3", State: scaleplanev1alpha1.MemberUnknown, Message: "Cluster member3 not found"},
+			{Name: "member4", Nodes: ptr.To[int32](5), Resources: &held1, State: scaleplanev1alpha1.MemberSized, Message: "held at the recommendation for 5 nodes"},
 		},
 		Conditions: []metav1.Condition{{Type: scaleplanev1alpha1.ConditionFederation, Status: metav1.ConditionTrue, Reason: "Karmada", Message: "sized per member cluster"}},
 	})
@@ -141,6 +143,10 @@ func TestExplainAddonResizerMemberClusters(t *testing.T) {
 			}}},
 			{TargetCluster: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member2"}}, Overriders: policyv1alpha1.Overriders{Plaintext: []policyv1alpha1.PlaintextOverrider{
 				{Path: "/spec/template/spec/containers/0/resources/requests", Operator: policyv1alpha1.OverriderOpAdd, Value: raw(`{"cpu":"52m","memory":"88Mi"}`)},
+			}}},
+			{TargetCluster: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member4"}}, Overriders: policyv1alpha1.Overriders{Plaintext: []policyv1alpha1.PlaintextOverrider{
+				{Path: "/spec/template/spec/containers/0/resources/requests/cpu", Operator: policyv1alpha1.OverriderOpReplace, Value: raw(`"100m"`)},
+				{Path: "/spec/template/spec/containers/0/resources/requests/memory", Operator: policyv1alpha1.OverriderOpAdd, Value: raw(`"72Mi"`)},
 			}}},
 		}},
 	}
