@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
@@ -157,7 +158,14 @@ func runSim(seed uint64, days float64) (*sim, *oracle) {
 
 // countObjectSeconds adds up how long each CronFederatedHPA existed.
 func (s *sim) countObjectSeconds() {
-	for _, vs := range s.srv.versions {
+	// In a fixed order: a float sum depends on it.
+	uids := make([]types.UID, 0, len(s.srv.versions))
+	for uid := range s.srv.versions {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	for _, uid := range uids {
+		vs := s.srv.versions[uid]
 		from := vs[0].at
 		to := s.scenario.end
 		if last := vs[len(vs)-1]; last.deleted {
