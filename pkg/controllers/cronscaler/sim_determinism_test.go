@@ -39,8 +39,14 @@ var simDeterminismSeeds = []uint64{204865, 8, 22}
 // first entry where the runs part.
 func TestSimDeterministic(t *testing.T) {
 	seeds := simDeterminismSeeds
-	if *simSeed != 0 {
+	switch {
+	case *simSeed != 0:
 		seeds = []uint64{*simSeed}
+	case *simCount > 0:
+		seeds = nil
+		for i := range *simCount {
+			seeds = append(seeds, *simFirst+uint64(i))
+		}
 	}
 	for _, seed := range seeds {
 		first := simHistory(runSim(seed, *simDays))

@@ -588,7 +588,6 @@ func (s *sim) gracefulStop(p *simProc) {
 	stepped := 0
 	for {
 		var retry *simTimer
-		drainTimer := false
 		for retry == nil {
 			select {
 			case <-done:
@@ -597,7 +596,11 @@ func (s *sim) gracefulStop(p *simProc) {
 			default:
 			}
 			// The drain timer and the writer's first retry may be made in
-			// either order.
+			// either order. Each look at the timers starts afresh: a drain
+			// timer noted by an earlier look, and counted as a retry by
+			// this one, stepped the clock to the drain's end early, or not,
+			// as the goroutines happened to run.
+			drainTimer := false
 			var retries []simTimer
 			for _, t := range s.clock.timersFrom(first) {
 				if t.d == p.c.drainTimeout && !drainTimer {
