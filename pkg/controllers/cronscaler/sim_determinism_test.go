@@ -24,19 +24,30 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// simDeterminismSeeds are run twice each by TestSimDeterministic. 204865
-// ended a graceful stop's drain in a different state from run to run (the
-// status writer raced the harness).
-var simDeterminismSeeds = []uint64{204865, 8, 22}
+// simDeterminismSeeds are run twice each by TestSimDeterministic. Before
+// the drain of a graceful stop replayed exactly, 204865 and 200134 ended a
+// drain cancelled in some runs and not in others, 200073 wrote a status
+// more or less in it, and 200129 went on from there to a different history.
+// (Seeds 200028 and 200041, where two other objects' slots tie and the
+// lister's order named either in a Superseded message, take too long for
+// make test: run them with -sim.seed.)
+var simDeterminismSeeds = []uint64{204865, 200134, 200073, 200129}
 
 // TestSimDeterministic runs seeds twice and requires the same history
 // from both runs: the watch log, the status commits, the target field
 // changes, the events, the processes and the oracle's verdict. Issue 26
 // asks that a failing seed replay exactly; a history that depends on
 // goroutine scheduling, map order or the real clock fails here, with the
-// first entry where the runs part.
+// first entry where the runs part. Across GOMAXPROCS, compare the digests
+// it logs:
+//
+//	go test ./pkg/controllers/cronscaler -run TestSimDeterministic -cpu 1,2,4 -v
+//
+// and as a soak, -args -sim.seeds=N -sim.first=F runs N seeds from F.
 func TestSimDeterministic(t *testing.T) {
 	seeds := simDeterminismSeeds
 	switch {
@@ -109,6 +120,19 @@ func simHistory(s *sim, o *oracle) []string {
 	}
 	for _, e := range s.events {
 		h = append(h, fmt.Sprintf("event %s p%d %s %s: %s", ts(e.at), e.proc, e.name, e.reason, e.message))
+	}
+	for _, l := range s.srv.lostStatus {
+		h = append(h, fmt.Sprintf("lost status %s p%d %s", ts(l.at), l.proc.id, l.uid))
+	}
+	uids := make([]string, 0, len(s.srv.foreign))
+	for uid := range s.srv.foreign {
+		uids = append(uids, string(uid))
+	}
+	sort.Strings(uids)
+	for _, uid := range uids {
+		for _, at := range s.srv.foreign[types.UID(uid)] {
+			h = append(h, fmt.Sprintf("foreign status %s %s", ts(at), uid))
+		}
 	}
 	h = append(h, fmt.Sprintf("stats %+v", s.stats))
 	for _, v := range o.violations {
