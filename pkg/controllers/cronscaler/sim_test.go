@@ -33,7 +33,9 @@ import (
 // scenarios of edits, crashes, leader changes and faults
 // (sim_scenario_test.go), and checks every history against an oracle
 // written from docs/cron-scaler.md (sim_oracle_test.go). Everything random
-// comes from the seed: a failing seed replays exactly with
+// comes from the seed, and the goroutines of a graceful stop's drain take
+// turns the harness decides: a failing seed replays exactly
+// (TestSimDeterministic checks it) with
 //
 //	go test ./pkg/controllers/cronscaler -run 'TestSim$' -args -sim.seed=N -sim.days=D -sim.v
 //
