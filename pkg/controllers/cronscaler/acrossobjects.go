@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -165,6 +166,9 @@ func (c *Controller) laterSlots(obj *autoscalingv1alpha1.CronFederatedHPA, now t
 			out[i] = laterSlot{at: at, desc: fmt.Sprintf("rule %q of CronFederatedHPA %s, scheduled later (%s),", rule, klog.KObj(o), at.UTC().Format(time.RFC3339))}
 		}
 	}
+	// In a fixed order: of two slots at the same time, the first noted is
+	// named, and the lister lists in no order.
+	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
 	for _, o := range others {
 		if o.UID == obj.UID || !sameTarget(o.Spec.ScaleTargetRef, obj.Spec.ScaleTargetRef) {
 			continue

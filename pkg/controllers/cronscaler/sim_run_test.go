@@ -63,6 +63,32 @@ type simQueue struct {
 	clock   clock.Clock
 	mu      sync.Mutex
 	due     map[cache.ObjectName]time.Time
+	// gate, while set, holds the stage's worker in Get until the queue is
+	// shut down (see gracefulStop); closed once.
+	gate     chan struct{}
+	gateOnce sync.Once
+}
+
+// holdUntilShutDown makes Get wait for ShutDown: the worker RunStages
+// starts for the queue takes no key while the stop path still queues
+// (BeforeShutDown), so which keys it syncs, and how often, does not depend
+// on how the goroutines are scheduled.
+func (q *simQueue) holdUntilShutDown() {
+	q.gate = make(chan struct{})
+}
+
+func (q *simQueue) Get() (cache.ObjectName, bool) {
+	if q.gate != nil {
+		<-q.gate
+	}
+	return q.TypedRateLimitingInterface.Get()
+}
+
+func (q *simQueue) ShutDown() {
+	q.TypedRateLimitingInterface.ShutDown()
+	if q.gate != nil {
+		q.gateOnce.Do(func() { close(q.gate) })
+	}
 }
 
 func newSimQueue(q workqueue.TypedRateLimitingInterface[cache.ObjectName], clk clock.Clock) *simQueue {
@@ -131,6 +157,10 @@ type simClock struct {
 	*testingclock.FakeClock
 	mu     sync.Mutex
 	timers []simTimer
+	// drainEnd, while a graceful stop drains, is when its drain timeout
+	// fires (see NewTimer).
+	drainEnd     time.Time
+	drainTimeout time.Duration
 }
 
 type simTimer struct {
@@ -140,9 +170,23 @@ type simTimer struct {
 
 func (c *simClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
-	c.timers = append(c.timers, simTimer{at: c.Now().Add(d), d: d})
+	at := c.Now().Add(d)
+	c.timers = append(c.timers, simTimer{at: at, d: d})
+	if at.Equal(c.drainEnd) && d != c.drainTimeout {
+		// A retry due at the very instant the drain times out would fire
+		// with the drain timer, and the writer's select would pick one of
+		// the two at random: the drain timeout wins the tie.
+		d += time.Nanosecond
+	}
 	c.mu.Unlock()
 	return c.FakeClock.NewTimer(d)
+}
+
+// draining notes when the drain of a graceful stop ends (zero: none runs).
+func (c *simClock) draining(end time.Time, timeout time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drainEnd, c.drainTimeout = end, timeout
 }
 
 func (c *simClock) timersFrom(i int) []simTimer {
@@ -527,8 +571,15 @@ func (s *sim) gracefulStop(p *simProc) {
 	for _, k := range keys {
 		p.c.records.Add(k)
 	}
+	// The status writer takes no key before the stop path queued its own
+	// (see holdUntilShutDown), and a retry due with the drain timeout
+	// loses to it (see simClock.NewTimer): the drain's goroutines then
+	// take turns the harness decides.
+	p.records.holdUntilShutDown()
 	first := len(s.clock.timersFrom(0))
 	drainEnd := now.Add(p.c.drainTimeout)
+	s.clock.draining(drainEnd, p.c.drainTimeout)
+	defer s.clock.draining(time.Time{}, 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -537,7 +588,6 @@ func (s *sim) gracefulStop(p *simProc) {
 	stepped := 0
 	for {
 		var retry *simTimer
-		drainTimer := false
 		for retry == nil {
 			select {
 			case <-done:
@@ -546,7 +596,11 @@ func (s *sim) gracefulStop(p *simProc) {
 			default:
 			}
 			// The drain timer and the writer's first retry may be made in
-			// either order.
+			// either order. Each look at the timers starts afresh: a drain
+			// timer noted by an earlier look, and counted as a retry by
+			// this one, stepped the clock to the drain's end early, or not,
+			// as the goroutines happened to run.
+			drainTimer := false
 			var retries []simTimer
 			for _, t := range s.clock.timersFrom(first) {
 				if t.d == p.c.drainTimeout && !drainTimer {
