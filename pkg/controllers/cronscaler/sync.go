@@ -79,13 +79,14 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if wrote {
 		// The histories planned here are the only record of the firings
 		// until record writes them; the next sync plans from them.
-		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories)
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, replanAll, replanRules)
 		record = true
-	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
+	} else if err := c.updateStatus(ctx, obj, plans, replanAll, replanRules); err != nil {
 		// Retried with backoff; the next firing is kept all the same. The
-		// replan marks are not given back: the plan made from them is in
-		// the pending status (see updateStatus), and planning again from
-		// the time of the retry would skip a slot in between.
+		// replan marks are kept with the plan made from them, in the
+		// pending status, or given back when that plan is dropped (see
+		// updateStatus): planning again without them, from the time of
+		// the retry, would skip a slot in between.
 		d, _ := nextRequeue(plans, c.clock.Now())
 		return d, false, err
 	}
