@@ -97,10 +97,15 @@ var (
 // Seed 204865 (a soak of main) plays a graceful leader change 30 s after a
 // slot the old leader applied and recorded, with a new leader whose first
 // list is older than that status write: it finds the slot 31 s late (past
-// maxDelaySeconds) and records it missed; it fails when the status write
-// of that decision, which conflicts, is kept and written over the newer
-// status once the cache catches up (the slot recorded applied and failed;
-// TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord).
+// maxDelaySeconds) and records it missed, and the status write of that
+// decision conflicts. It fails (36 of 36 replays) when that decision is
+// kept and written over the newer status once the cache catches up (the
+// slot recorded applied and failed): with neither the read before a slot
+// from before the start is recorded missed (inherits) nor the drop of a
+// conflicted plan (memory.discardPlan); either alone holds it.
+// TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord and
+// TestStaleFirstListMissBesideAFiringIsNotWrittenOverPredecessorsRecord
+// pin each.
 // Skipping a status write fails every seed.
 //
 // A seed's scenario depends on the generator (sim_scenario_test.go) and the
