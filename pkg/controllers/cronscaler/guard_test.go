@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
@@ -175,6 +177,101 @@ func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
 	}
 	if got := counted() - start; got != 0 {
 		t.Errorf("foreign status writes counted %v; want 0", got)
+	}
+}
+
+// Issue 26, seed 204865: a new leader whose first list is older than its
+// predecessor's last status write plans from that older status, finds the
+// slot the predecessor applied and recorded more than maxDelaySeconds late,
+// and records it missed. Here the read made to check the first list (see
+// readLive) gets no answer, so the decision is made from the older status;
+// its status write conflicts (the cache is behind), and that decision must
+// not be kept and written once the cache catches up: the slot would then be
+// recorded both applied and missed, and the predecessor's record of it
+// lost. The retry plans again from the newer status.
+func TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord(t *testing.T) {
+	r := rule("r", "*/5 * * * *", 10)
+	r.MaxDelaySeconds = ptr.To[int32](30)
+	h := newHarness(t, utc("2024-05-01 07:59:59"), cron("c", r))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 08:00:00.010"), "c") // the predecessor applies and records 08:00
+	if got := h.history("c", "r"); len(got.SuccessfulExecutions) != 1 {
+		t.Fatalf("the predecessor did not record 08:00 as applied: %+v", got)
+	}
+	h.events()
+	h.clock.SetTime(utc("2024-05-01 08:00:31"))
+	h.newController()
+	// The new leader's first list missed the predecessor's last status
+	// write.
+	if err := h.indexer.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	unanswered := 1
+	h.client.PrependReactor("get", "cronfederatedhpas", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if unanswered == 0 {
+			return false, nil, nil
+		}
+		unanswered--
+		return true, nil, apiserverDown
+	})
+	if _, err := h.trySyncAt(utc("2024-05-01 08:00:31"), "c"); err == nil {
+		t.Fatal("a status write with the older resourceVersion did not conflict")
+	}
+	h.refresh() // the watch delivers the predecessor's write
+	h.syncAt(utc("2024-05-01 08:00:32"), "c")
+
+	got := h.history("c", "r")
+	slot := utc("2024-05-01 08:00:00")
+	applied := slices.ContainsFunc(got.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	failed := slices.ContainsFunc(got.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	if !applied || failed {
+		t.Errorf("08:00 recorded applied %v, failed %v; want applied only: %+v", applied, failed, got)
+	}
+	if next := timeOf(got.NextExecutionTime); !next.Equal(utc("2024-05-01 08:05:00")) {
+		t.Errorf("next execution %v; want 08:05", next)
+	}
+}
+
+// The same stale first list, with another rule of the object due in the
+// new leader's first sync: that sync applies a firing, so its histories are
+// kept whatever their status write is answered, and the slot found late from
+// the older status must not be among them. A slot found late that came
+// before the process started is decided from a fresh read, as an inherited
+// firing is.
+func TestStaleFirstListMissBesideAFiringIsNotWrittenOverPredecessorsRecord(t *testing.T) {
+	a := rule("a", "*/5 * * * *", 10)
+	a.MaxDelaySeconds = ptr.To[int32](30)
+	b := rule("b", "1 8 * * *", 20)
+	obj := cron("c", a, b)
+	h := newHarness(t, utc("2024-05-01 07:59:59"), obj)
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	before := h.get("c")
+	h.syncAt(utc("2024-05-01 08:00:00.010"), "c") // the predecessor applies and records a's 08:00
+	h.events()
+	h.clock.SetTime(utc("2024-05-01 08:00:59.500"))
+	h.newController()
+	if err := h.indexer.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	// b's 08:01 is due in the first sync, a's 08:00 is 60 s late.
+	_, _ = h.trySyncAt(utc("2024-05-01 08:01:00.010"), "c")
+	h.refresh()
+	h.syncAt(utc("2024-05-01 08:01:00.020"), "c")
+	h.drainRecords()
+	h.refresh()
+
+	got := h.history("c", "a")
+	slot := utc("2024-05-01 08:00:00")
+	applied := slices.ContainsFunc(got.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	failed := slices.ContainsFunc(got.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	if !applied || failed {
+		t.Errorf("a's 08:00 recorded applied %v, failed %v; want applied only: %+v", applied, failed, got)
+	}
+	if hb := h.history("c", "b"); len(hb.SuccessfulExecutions) != 1 || !timeOf(hb.SuccessfulExecutions[0].ScheduleTime).Equal(utc("2024-05-01 08:01:00")) {
+		t.Errorf("b's 08:01 not recorded applied once: %+v", hb)
 	}
 }
 

@@ -79,6 +79,15 @@ type objectMemory struct {
 	// and in a burst every object holds pending histories (a map's buckets
 	// cost a kilobyte each).
 	pending []autoscalingv1alpha1.ExecutionHistory
+	// pendingApplied says the pending histories hold firings applied to
+	// their targets: they are then the only record of those firings and
+	// are kept whatever a status write is answered. Otherwise they hold
+	// only what syncs decided (slots missed or superseded, the next
+	// execution of a new plan), from the replan marks kept in
+	// pendingReplanAll and pendingReplan, which discardPlan gives back.
+	pendingApplied   bool
+	pendingReplanAll time.Time
+	pendingReplan    map[string]time.Time
 	// replanAll and replan are when a change that invalidates the plan of
 	// every rule, or of the named ones, was made (see changeMade); zero:
 	// none. replan and
@@ -266,7 +275,7 @@ func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscal
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	o.written, o.writtenRV = stored.DeepCopy(), rv
-	o.pending = nil
+	o.clearPending()
 }
 
 // settled forgets pending histories once the cache shows them: the sync
@@ -275,21 +284,78 @@ func (m *memory) settled(key cache.ObjectName, uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o := m.object(key, uid, false); o != nil {
-		o.pending = nil
+		o.clearPending()
 		m.prune(key, o)
 	}
 }
 
-// setPending keeps the histories of a sync whose status write failed.
-func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory) {
+// setPending keeps the histories of a sync whose status is not written: one
+// that applied firings (applied), or whose status write failed, planned from
+// the replan marks replanAll and replan. Histories planned over pending ones
+// that hold applied firings hold them too.
+func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory, applied bool, replanAll time.Time, replan map[string]time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	o.written, o.writtenRV = nil, ""
+	o.pendingApplied = applied || (o.pendingApplied && len(o.pending) > 0)
+	if len(o.pending) == 0 {
+		o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
+	}
+	o.pendingReplanAll, o.pendingReplan = laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
 	o.pending = make([]autoscalingv1alpha1.ExecutionHistory, len(histories))
 	for i := range histories {
 		histories[i].DeepCopyInto(&o.pending[i])
 	}
+}
+
+// discardPlan drops pending histories that hold no applied firing, after a
+// status write was refused because the status they were planned from is
+// not the apiserver's newest (a conflict): a decision made from an older
+// status (a slot found late, say, that a predecessor applied and recorded
+// in a status the new leader's first list did not show yet) must not be
+// written over the newer one. The replan marks the plans were made from,
+// replanAll and replan those of the sync that failed, are given back, so
+// the retry plans again, from the newer status, as of the same changes. It
+// says whether it dropped them; pending histories that hold applied
+// firings are their only record and are kept.
+func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, replanAll time.Time, replan map[string]time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.object(key, uid, true)
+	if o.pendingApplied && len(o.pending) > 0 {
+		return false
+	}
+	all, rules := laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
+	o.replanAll, o.replan = laterMarks(o.replanAll, o.replan, all, rules)
+	o.clearPending()
+	m.prune(key, o)
+	return true
+}
+
+// clearPending forgets the pending histories and what they were planned
+// from.
+func (o *objectMemory) clearPending() {
+	o.pending = nil
+	o.pendingApplied = false
+	o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
+}
+
+// laterMarks merges two sets of replan marks, keeping the later time of
+// each; nil when there are no rule marks.
+func laterMarks(all time.Time, rules map[string]time.Time, moreAll time.Time, more map[string]time.Time) (time.Time, map[string]time.Time) {
+	if moreAll.After(all) {
+		all = moreAll
+	}
+	for r, at := range more {
+		if rules == nil {
+			rules = map[string]time.Time{}
+		}
+		if at.After(rules[r]) {
+			rules[r] = at
+		}
+	}
+	return all, rules
 }
 
 // pendingStatus returns the status to write for the pending histories: for

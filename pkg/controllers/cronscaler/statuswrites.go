@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -59,18 +60,47 @@ func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
 	return nil
 }
 
-// updateStatus writes the planned histories (see plannedStatus) with the
-// resourceVersion the sync read: a stale cache makes it conflict instead of
-// overwriting newer status. It writes nothing when nothing changed. A failed
-// write is retried by the caller; the histories recorded in this sync are in
+// updateStatus writes the planned histories (see plannedStatus) of a sync
+// that applied no firing, with the resourceVersion the sync read: a stale
+// cache makes it conflict instead of overwriting newer status. It writes
+// nothing when nothing changed. A failed write is retried by the caller.
+//
+// After a conflict the plan was made from a status older than the
+// apiserver's, and what it decided is dropped (see discardPlan): the retry
+// plans again from the newer object, which this reads now, so that it does
+// not wait for the cache (and decide again from the older status). A new
+// leader's first list may be older than its predecessor's last status write,
+// and a slot the predecessor applied and recorded would otherwise be found
+// late, recorded missed, and written over the predecessor's record (issue 26,
+// seed 204865). Pending histories that hold applied firings are kept, as
+// after any other failure: the histories recorded in this sync are in
 // memory, so the retry writes them without firing again.
-func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan) error {
+func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, replanAll time.Time, replan map[string]time.Time) error {
+	key := cache.MetaObjectToName(obj)
 	status := c.plannedStatus(plans)
 	err := c.writeStatus(ctx, obj, status)
-	if err != nil {
-		c.memory.setPending(cache.MetaObjectToName(obj), obj.UID, status.ExecutionHistories)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, replanAll, replan):
+		c.readNewer(ctx, obj)
+		return err
 	}
+	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, replanAll, replan)
 	return err
+}
+
+// readNewer reads the object after a status write conflicted and keeps it
+// until the cache shows it (see memory.base), so the retry plans from it.
+// When the read fails the retry plans from the cache, and conflicts again
+// while the cache is behind.
+func (c *Controller) readNewer(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) {
+	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).Get(ctx, obj.Name, metav1.GetOptions{})
+	if err != nil || live.UID != obj.UID {
+		klog.FromContext(ctx).V(4).Info("Could not read the object after a status conflict; the retry plans from the cache", "err", err)
+		return
+	}
+	c.memory.setWritten(cache.MetaObjectToName(obj), live.UID, live.Status, live.ResourceVersion)
 }
 
 // plannedStatus is the planned histories, in spec order, as the installed

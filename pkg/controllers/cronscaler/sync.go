@@ -79,13 +79,14 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if wrote {
 		// The histories planned here are the only record of the firings
 		// until record writes them; the next sync plans from them.
-		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories)
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, replanAll, replanRules)
 		record = true
-	} else if err := c.updateStatus(ctx, obj, plans); err != nil {
+	} else if err := c.updateStatus(ctx, obj, plans, replanAll, replanRules); err != nil {
 		// Retried with backoff; the next firing is kept all the same. The
-		// replan marks are not given back: the plan made from them is in
-		// the pending status (see updateStatus), and planning again from
-		// the time of the retry would skip a slot in between.
+		// replan marks are kept with the plan made from them, in the
+		// pending status, or given back when that plan is dropped (see
+		// updateStatus): planning again without them, from the time of
+		// the retry, would skip a slot in between.
 		d, _ := nextRequeue(plans, c.clock.Now())
 		return d, false, err
 	}
@@ -137,11 +138,17 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 	return nil, nil, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
 }
 
-// inherits says whether a firing due now came before this process started:
-// a predecessor may have applied it (see inheritedFiring).
+// inherits says whether the plans decide a scheduled time that came before
+// this process started: a firing due now (a predecessor may have applied it,
+// see inheritedFiring), or one found too late to run (a predecessor may have
+// applied and recorded it, in a status the first list does not show yet;
+// recorded missed from that list, it would be recorded two ways once the
+// sync's histories are written, which they are when the sync applies
+// another firing, issue 26).
 func (c *Controller) inherits(plans []rulePlan) bool {
 	for i := range plans {
-		if !plans[i].due.IsZero() && plans[i].due.Before(c.started) {
+		p := &plans[i]
+		if !p.due.IsZero() && p.due.Before(c.started) || p.missed > 0 && p.firstMissed.Before(c.started) {
 			return true
 		}
 	}
@@ -149,7 +156,7 @@ func (c *Controller) inherits(plans []rulePlan) bool {
 }
 
 // readLive reads the object from the apiserver before an inherited firing
-// is applied. The informer's first list may be served from the apiserver's
+// is applied or recorded missed (see inherits). The informer's first list may be served from the apiserver's
 // watch cache (resourceVersion 0), which may be behind the status the
 // predecessor wrote last, on another apiserver, say; a quorum read is not.
 // It returns the object when it is newer than the cache's, and keeps it
@@ -161,14 +168,14 @@ func (c *Controller) readLive(ctx context.Context, obj *autoscalingv1alpha1.Cron
 	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case err == nil && live.UID == obj.UID && live.ResourceVersion != obj.ResourceVersion:
-		klog.FromContext(ctx).Info("The cache is behind the apiserver for a firing due before this controller started; planning from the object read from the apiserver",
+		klog.FromContext(ctx).Info("The cache is behind the apiserver for a firing scheduled before this controller started; planning from the object read from the apiserver",
 			"cachedResourceVersion", obj.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
 		return live, nil
 	case err == nil, isUnreachable(err):
 		return nil, nil
 	}
-	return nil, fmt.Errorf("reading %s before applying a firing due before this controller started: %w", klog.KObj(obj), err)
+	return nil, fmt.Errorf("reading %s before deciding a firing scheduled before this controller started: %w", klog.KObj(obj), err)
 }
 
 // dormantStatus is the status of an object without rules: the histories of
