@@ -72,7 +72,7 @@ func runBurst(h *harness, n int, done func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	<-returned
+	receive(h.t, returned, "Run to return once stopped")
 }
 
 // writeLog records target writes and status writes in the order they are

@@ -29,12 +29,18 @@ import (
 // from the handlers alone.
 func TestWatchedGauges(t *testing.T) {
 	h := newHarness(t, utc("2026-11-25 07:00:00"))
+	// The gauges are the process's, set from the counts of the controller
+	// that changed them last: each test's controller counts from zero, and
+	// one whose first event was an update or a delete (the harness's
+	// initial objects are not handed to onAdd) leaves them below zero.
+	// They are read after this test's controller set them, as values, not
+	// as changes from whatever an earlier test left (which failed under
+	// -test.shuffle on).
 	gauges := func() (float64, float64) {
 		objects, _ := testkit.MetricValue(t, "cron_scaler_watched_objects", nil)
 		rules, _ := testkit.MetricValue(t, "cron_scaler_watched_rules", nil)
 		return objects, rules
 	}
-	objects0, rules0 := gauges()
 
 	a := cron("a", rule("up", "0 8 * * *", 5), rule("down", "0 20 * * *", 1))
 	a.ResourceVersion = "1"
@@ -50,13 +56,11 @@ func TestWatchedGauges(t *testing.T) {
 	h.c.onUpdate(h.ctx, bigger, bigger)
 	h.c.onDelete(h.ctx, cache.DeletedFinalStateUnknown{Key: "default/a", Obj: a})
 
-	objects, rules := gauges()
-	if objects-objects0 != 1 || rules-rules0 != 3 {
-		t.Errorf("gauges moved by %v objects and %v rules, want 1 and 3", objects-objects0, rules-rules0)
+	if objects, rules := gauges(); objects != 1 || rules != 3 {
+		t.Errorf("gauges at %v objects and %v rules, want 1 and 3", objects, rules)
 	}
 	h.c.onDelete(h.ctx, bigger)
-	objects, rules = gauges()
-	if objects != objects0 || rules != rules0 {
-		t.Errorf("after every delete: %v objects and %v rules, want %v and %v", objects, rules, objects0, rules0)
+	if objects, rules := gauges(); objects != 0 || rules != 0 {
+		t.Errorf("after every delete: %v objects and %v rules, want 0 and 0", objects, rules)
 	}
 }

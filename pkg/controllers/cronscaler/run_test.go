@@ -50,7 +50,7 @@ func TestRunDrainsTheSyncInFlight(t *testing.T) {
 		h.c.Run(ctx)
 	}()
 	h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: "c"})
-	<-h.scales.entered // the sync of c is writing the target
+	receive(t, h.scales.entered, "the sync of c writing the target")
 	h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: "d"})
 	cancel()
 	select {
@@ -89,12 +89,10 @@ func TestRunDrainIsBounded(t *testing.T) {
 		h.c.Run(ctx)
 	}()
 	h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: "c"})
-	<-stuck.entered
+	receive(t, stuck.entered, "the sync of c writing the target")
 	cancel()
 	// The drain timer runs on the controller's clock.
-	for !h.clock.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, h.clock.HasWaiters, "Run waiting on its drain timer")
 	select {
 	case <-returned:
 		t.Fatal("Run returned before the drain timeout while a sync was in flight")
@@ -137,7 +135,10 @@ func (s *stuckScales) Patch(ctx context.Context, _ schema.GroupVersionResource, 
 func TestRunRetriesAStatusWriteThatFailsWhileDraining(t *testing.T) {
 	forEachSchema(t, func(t *testing.T, crd schemaVariant) {
 		h, returned := runUntilStopping(t, crd, 1)
-		for !isClosed(returned) {
+		for deadline := time.Now().Add(maxWait); !isClosed(returned); {
+			if time.Now().After(deadline) {
+				t.Fatalf("Run did not return within %v of stepping its clock", maxWait)
+			}
 			if h.clock.HasWaiters() {
 				h.clock.Step(minDrainRetry)
 			}
@@ -159,7 +160,10 @@ func TestRunReportsAStatusWriteAbandonedAtTheDrainTimeout(t *testing.T) {
 	before, _ := testutil.GetCounterMetricValue(unrecordedStatuses)
 	h, returned := runUntilStopping(t, projectSchema, 1000)
 	stepped := time.Duration(0)
-	for !isClosed(returned) {
+	for deadline := time.Now().Add(maxWait); !isClosed(returned); {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run did not return within %v of stepping its clock (stepped %v)", maxWait, stepped)
+		}
 		if h.clock.HasWaiters() {
 			h.clock.Step(minDrainRetry)
 			stepped += minDrainRetry
@@ -199,11 +203,36 @@ func runUntilStopping(t *testing.T, crd schemaVariant, failures int) (*harness, 
 		h.c.Run(ctx)
 	}()
 	h.c.queue.Add(cache.ObjectName{Namespace: ns, Name: "c"})
-	<-h.scales.entered
+	receive(t, h.scales.entered, "the sync of c writing the target")
 	cancel()
 	h.failStatusWrites(failures)
 	close(h.scales.block)
 	return h, returned
+}
+
+// maxWait bounds a test's wait for what the controller's goroutines do, in
+// real time: it takes milliseconds, so a wait that reaches it is a hang,
+// named by the test instead of go test's timeout.
+const maxWait = 10 * time.Second
+
+// receive waits for a value on ch, what says what it stands for.
+func receive(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(maxWait):
+		t.Fatalf("waited %v for %s", maxWait, what)
+	}
+}
+
+// eventually waits until cond holds.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(maxWait); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", maxWait, what)
+		}
+	}
 }
 
 func isClosed(ch chan struct{}) bool {

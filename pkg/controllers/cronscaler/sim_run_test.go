@@ -168,18 +168,27 @@ type simTimer struct {
 	d  time.Duration
 }
 
+// NewTimer makes the timer on the fake clock before it notes it, both under
+// mu: a timer that timersFrom shows already waits on the clock, so setting
+// the clock to its time fires it. Noted first, a graceful stop could step
+// the clock to it before it was made; it was then made from the new time,
+// fired d later than noted, and the drain waited forever for a retry that
+// never came (TestSim hung under -race; TestSimClockTimerSeenIsWaiting).
+// Its time is read once it is made, so a clock set in between can only
+// make the noted time later than the timer's, which still fires it.
 func (c *simClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
-	at := c.Now().Add(d)
-	c.timers = append(c.timers, simTimer{at: at, d: d})
-	if at.Equal(c.drainEnd) && d != c.drainTimeout {
+	defer c.mu.Unlock()
+	fire := d
+	if c.Now().Add(d).Equal(c.drainEnd) && d != c.drainTimeout {
 		// A retry due at the very instant the drain times out would fire
 		// with the drain timer, and the writer's select would pick one of
 		// the two at random: the drain timeout wins the tie.
-		d += time.Nanosecond
+		fire += time.Nanosecond
 	}
-	c.mu.Unlock()
-	return c.FakeClock.NewTimer(d)
+	t := c.FakeClock.NewTimer(fire)
+	c.timers = append(c.timers, simTimer{at: c.Now().Add(d), d: d})
+	return t
 }
 
 // draining notes when the drain of a graceful stop ends (zero: none runs).
@@ -555,6 +564,10 @@ func (s *sim) stop(p *simProc) {
 	}
 }
 
+// maxSimDrainWait bounds the real time a graceful stop of the simulation
+// may take.
+const maxSimDrainWait = time.Minute
+
 // gracefulStop runs the stop path of Run (workloop.RunStages with its
 // context ended): no new syncs, the status writes of the firings applied
 // drain, retried until the drain timeout. The clock is stepped from timer
@@ -585,6 +598,10 @@ func (s *sim) gracefulStop(p *simProc) {
 		defer close(done)
 		workloop.RunStages(ctx, workloop.Options{DrainTimeout: p.c.drainTimeout, Clock: p.c.clock}, p.c.stages()...)
 	}()
+	// The drain runs in a few milliseconds; one that does not end is a
+	// bug in the loop or in this driver, named here instead of hanging
+	// until go test's timeout.
+	deadline := time.Now().Add(maxSimDrainWait)
 	stepped := 0
 	for {
 		var retry *simTimer
@@ -595,13 +612,17 @@ func (s *sim) gracefulStop(p *simProc) {
 				return
 			default:
 			}
+			if time.Now().After(deadline) {
+				panic(fmt.Sprintf("seed %d: the graceful stop of process %d at %s did not end within %v of real time: after %d retries stepped, no drain timer or next retry of the status writer (timers %v)",
+					s.seed, p.id, now.UTC().Format(time.RFC3339Nano), maxSimDrainWait, stepped, s.clock.timersFrom(first)))
+			}
 			// The drain timer and the writer's first retry may be made in
 			// either order. Each look at the timers starts afresh: a drain
 			// timer noted by an earlier look, and counted as a retry by
 			// this one, stepped the clock to the drain's end early, or not,
 			// as the goroutines happened to run.
-			drainTimer := false
 			var retries []simTimer
+			drainTimer := false
 			for _, t := range s.clock.timersFrom(first) {
 				if t.d == p.c.drainTimeout && !drainTimer {
 					drainTimer = true
@@ -624,7 +645,12 @@ func (s *sim) gracefulStop(p *simProc) {
 			p.cancelled = true
 			s.srv.mu.Unlock()
 			s.clock.SetTime(drainEnd)
-			<-done
+			select {
+			case <-done:
+			case <-time.After(time.Until(deadline)):
+				panic(fmt.Sprintf("seed %d: the graceful stop of process %d at %s did not end within %v of real time once the clock reached its drain timeout (timers %v)",
+					s.seed, p.id, now.UTC().Format(time.RFC3339Nano), maxSimDrainWait, s.clock.timersFrom(first)))
+			}
 			s.stop(p)
 			return
 		}

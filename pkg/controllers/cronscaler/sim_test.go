@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"flag"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestSim runs the cron-scaler's production stages against a simulated
@@ -315,4 +317,55 @@ func knownCases(violations []string) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// A graceful stop of the simulation steps the clock to the time of each
+// timer it sees noted (simClock.timersFrom), and waits for the status
+// writer's next retry; the timer must then fire. Noted before it was made
+// on the fake clock, a timer seen in between was made from the stepped
+// clock, fired later than noted, and the drain waited forever: TestSim
+// hung under -race (seed 12959, the writer in recordWhileDraining, the
+// driver waiting for a retry that never came). Here one goroutine makes
+// timers while another looks for them and steps the clock as the driver
+// does. The window of the old NewTimer was a few hundred nanoseconds: this
+// test names a timer noted and not made, but seldom falls into such a
+// window; gracefulStop's bound names a drain that hangs again.
+func TestSimClockTimerSeenIsWaiting(t *testing.T) {
+	clk := &simClock{FakeClock: testingclock.NewFakeClock(utc("2024-05-01 08:00:00"))}
+	const timers = 2000
+	const wait = 10 * time.Second
+	next, fired := make(chan struct{}), make(chan bool)
+	go func() {
+		for range next {
+			timer := clk.NewTimer(100 * time.Millisecond)
+			select {
+			case <-timer.C():
+				fired <- true
+			case <-time.After(wait):
+				fired <- false
+				return
+			}
+		}
+	}()
+	defer close(next)
+	// On one CPU the looks yield to the maker; on more they spin, as the
+	// driver's do between its short sleeps.
+	yield := runtime.GOMAXPROCS(0) == 1
+	for i := range timers {
+		next <- struct{}{}
+		var noted []simTimer
+		for deadline := time.Now().Add(wait); len(noted) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("timer %d was not made within %v", i, wait)
+			}
+			if yield {
+				runtime.Gosched()
+			}
+			noted = clk.timersFrom(i)
+		}
+		clk.SetTime(noted[0].at)
+		if !<-fired {
+			t.Fatalf("timer %d, noted to fire at %s, did not fire within %v of the clock set to that time", i, noted[0].at.UTC().Format(time.RFC3339Nano), wait)
+		}
+	}
 }
