@@ -936,14 +936,17 @@ func (o *oracle) wrongValueTag(inc *incarnation, field string, slot, settled tim
 // unwatchedChange is the stated limit of changes made while no controller
 // watched: a change of the object's spec or metadata (a label too) made at
 // or after the slot and before the process started, in a later second than
-// the cron-scaler's last status write to the object (another cron
+// the cron-scaler's last status write to the object before that start (another cron
 // controller's does not count), makes every rule plan from it, and the
 // slot does not run (docs/cron-scaler.md, "Edits made while the controller
 // was down").
 func (o *oracle) unwatchedChange(uid types.UID, slot, started time.Time) bool {
 	var lastStatus time.Time
 	for _, c := range o.s.srv.statuses {
-		if c.uid == uid && c.manager == FieldManager && !c.at.After(started) {
+		// Before, not at: the process's own first status write is made at
+		// the instant it starts (the simulated clock does not move during a
+		// sync), and the doc's "last status write" is the one it found.
+		if c.uid == uid && c.manager == FieldManager && c.at.Before(started) {
 			lastStatus = c.at
 		}
 	}
