@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,12 +157,9 @@ func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
 	before := h.get("c")
 	h.syncAt(utc("2024-05-01 08:00:00.100"), "c") // the predecessor applies and records 08:00
 	h.clock.SetTime(utc("2024-05-01 08:00:01"))
-	h.newController()
 	// The new leader's first list missed the predecessor's last status
 	// write; the watch delivers it.
-	if err := h.indexer.Update(before); err != nil {
-		t.Fatal(err)
-	}
+	h.newLeaderListing(before)
 	h.refresh()
 	h.c.onUpdate(h.ctx, before, h.get("c"))
 	counted := func() float64 {
@@ -202,12 +200,9 @@ func TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord(t *testing.T) {
 	}
 	h.events()
 	h.clock.SetTime(utc("2024-05-01 08:00:31"))
-	h.newController()
 	// The new leader's first list missed the predecessor's last status
 	// write.
-	if err := h.indexer.Update(before); err != nil {
-		t.Fatal(err)
-	}
+	h.newLeaderListing(before)
 	unanswered := 1
 	h.client.PrependReactor("get", "cronfederatedhpas", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if unanswered == 0 {
@@ -223,9 +218,7 @@ func TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord(t *testing.T) {
 	h.syncAt(utc("2024-05-01 08:00:32"), "c")
 
 	got := h.history("c", "r")
-	slot := utc("2024-05-01 08:00:00")
-	applied := slices.ContainsFunc(got.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
-	failed := slices.ContainsFunc(got.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	applied, failed := recordedAs(got, utc("2024-05-01 08:00:00"))
 	if !applied || failed {
 		t.Errorf("08:00 recorded applied %v, failed %v; want applied only: %+v", applied, failed, got)
 	}
@@ -252,10 +245,7 @@ func TestStaleFirstListMissBesideAFiringIsNotWrittenOverPredecessorsRecord(t *te
 	h.syncAt(utc("2024-05-01 08:00:00.010"), "c") // the predecessor applies and records a's 08:00
 	h.events()
 	h.clock.SetTime(utc("2024-05-01 08:00:59.500"))
-	h.newController()
-	if err := h.indexer.Update(before); err != nil {
-		t.Fatal(err)
-	}
+	h.newLeaderListing(before)
 	// b's 08:01 is due in the first sync, a's 08:00 is 60 s late.
 	_, _ = h.trySyncAt(utc("2024-05-01 08:01:00.010"), "c")
 	h.refresh()
@@ -264,9 +254,7 @@ func TestStaleFirstListMissBesideAFiringIsNotWrittenOverPredecessorsRecord(t *te
 	h.refresh()
 
 	got := h.history("c", "a")
-	slot := utc("2024-05-01 08:00:00")
-	applied := slices.ContainsFunc(got.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
-	failed := slices.ContainsFunc(got.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	applied, failed := recordedAs(got, utc("2024-05-01 08:00:00"))
 	if !applied || failed {
 		t.Errorf("a's 08:00 recorded applied %v, failed %v; want applied only: %+v", applied, failed, got)
 	}
@@ -418,4 +406,22 @@ func TestLostAnswerNotStoredIsForgotten(t *testing.T) {
 			t.Errorf("the process's own write reported as another controller's: %q", e)
 		}
 	}
+}
+
+// newLeaderListing starts a new controller, as a new leader, whose first
+// list holds obj as it was (older than the apiserver's copy).
+func (h *harness) newLeaderListing(obj *autoscalingv1alpha1.CronFederatedHPA) {
+	h.t.Helper()
+	h.newController()
+	if err := h.indexer.Update(obj); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// recordedAs says whether the history records slot as applied and as
+// failed.
+func recordedAs(history autoscalingv1alpha1.ExecutionHistory, slot time.Time) (applied, failed bool) {
+	applied = slices.ContainsFunc(history.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	failed = slices.ContainsFunc(history.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
+	return applied, failed
 }

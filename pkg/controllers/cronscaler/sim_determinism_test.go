@@ -49,17 +49,7 @@ var simDeterminismSeeds = []uint64{204865, 200134, 200073, 200129}
 //
 // and as a soak, -args -sim.seeds=N -sim.first=F runs N seeds from F.
 func TestSimDeterministic(t *testing.T) {
-	seeds := simDeterminismSeeds
-	switch {
-	case *simSeed != 0:
-		seeds = []uint64{*simSeed}
-	case *simCount > 0:
-		seeds = nil
-		for i := range *simCount {
-			seeds = append(seeds, *simFirst+uint64(i))
-		}
-	}
-	for _, seed := range seeds {
+	for _, seed := range seedsToRun(simDeterminismSeeds) {
 		first := simHistory(runSim(seed, *simDays))
 		second := simHistory(runSim(seed, *simDays))
 		if i := firstDifference(first, second); i >= 0 {

@@ -118,17 +118,24 @@ var (
 // plays, and the list must be found again.
 var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300, 201, 10214, 40902, 43023, 45152, 25363, 41956, 34784, 42911, 204865}
 
-func TestSim(t *testing.T) {
-	seeds := simSeeds
+// seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
+// soak (-sim.seeds from -sim.first).
+func seedsToRun(fixed []uint64) []uint64 {
 	switch {
 	case *simSeed != 0:
-		seeds = []uint64{*simSeed}
+		return []uint64{*simSeed}
 	case *simCount > 0:
-		seeds = nil
+		var seeds []uint64
 		for i := range *simCount {
 			seeds = append(seeds, *simFirst+uint64(i))
 		}
+		return seeds
 	}
+	return fixed
+}
+
+func TestSim(t *testing.T) {
+	seeds := seedsToRun(simSeeds)
 	start := time.Now()
 	var objectDays float64
 	var mustRun, handled, failed int
