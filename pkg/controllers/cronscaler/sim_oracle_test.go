@@ -84,7 +84,9 @@ import (
 //     started) is not applied over a change made through the object at or
 //     after the slot (NotReapplied). The stated limit: a change made through
 //     the scale subresource after a process applied the slot and ended
-//     without recording it, undone by a later process re-applying it.
+//     without recording it, undone by a later process re-applying it; or
+//     after a target write that committed but lost its answer, undone by
+//     the same process retrying it.
 //  5. No false second controller: ManagedByAnotherController is reported
 //     for an object only after a second controller really wrote its status.
 //  6. Recorded once: a scheduled time of a rule is recorded at most one way
@@ -751,6 +753,7 @@ func (o *oracle) checkTargetWrites() {
 		type applied struct {
 			at   time.Time
 			proc *simProc
+			lost bool
 		}
 		first := map[slotKey]applied{}
 		var latest time.Time
@@ -790,7 +793,10 @@ func (o *oracle) checkTargetWrites() {
 					}
 					switch {
 					case wasApplied && a.at.Before(prev.at):
-						limit := prev.subresource == "scale" && a.proc != nil && a.proc != ch.proc
+						// The stated limit: the process that re-applies
+						// the slot did not know it was applied (another
+						// process, or its own write whose answer was lost).
+						limit := prev.subresource == "scale" && a.proc != nil && (a.proc != ch.proc || a.lost)
 						if rec, ok := o.recorded[k]; ok && rec.Before(ch.at) {
 							limit = false
 						}
@@ -807,7 +813,7 @@ func (o *oracle) checkTargetWrites() {
 				}
 			}
 			if _, ok := first[k]; !ok {
-				first[k] = applied{at: ch.at, proc: ch.proc}
+				first[k] = applied{at: ch.at, proc: ch.proc, lost: ch.lost}
 			}
 		}
 	}

@@ -136,6 +136,9 @@ type fieldChange struct {
 	// time of the write (what the process could know).
 	proc    *simProc
 	cacheAt map[types.UID]time.Time
+	// lost says the write committed but its answer was lost: the process
+	// that made it does not know it was made.
+	lost bool
 }
 
 // specVersion is one committed version of a CronFederatedHPA.
@@ -182,6 +185,8 @@ type simServer struct {
 	s  *sim
 	mu sync.Mutex
 	rv int64
+	// answerLost is set while a write whose answer will be lost is served.
+	answerLost bool
 
 	crons  map[string]*autoscalingv1alpha1.CronFederatedHPA
 	fhpas  map[string]*autoscalingv1alpha1.FederatedHPA
@@ -313,7 +318,7 @@ func (srv *simServer) setValue(t simTarget, field string, v int32, manager, subr
 		l.ResourceVersion = srv.nextRV()
 	}
 	now := srv.s.clock.Now()
-	ch := fieldChange{at: now, value: v, manager: manager, subresource: subresource, proc: p}
+	ch := fieldChange{at: now, value: v, manager: manager, subresource: subresource, proc: p, lost: srv.answerLost}
 	if p != nil {
 		ch.cacheAt = p.cacheSnapshot()
 	}
@@ -539,7 +544,9 @@ func (srv *simServer) react(p *simProc, metadata bool) clienttesting.ReactionFun
 				s.stats.failed++
 				return true, nil, apierrors.NewInternalError(fmt.Errorf("simulated: %w", errTimedOut))
 			case r < f.fail+f.lost && write:
+				srv.answerLost = true
 				obj, err := srv.serve(p, action, metadata)
+				srv.answerLost = false
 				s.stats.lost++
 				if u, ok := obj.(interface{ GetUID() types.UID }); ok && err == nil && action.GetSubresource() == "status" {
 					srv.lostStatus = append(srv.lostStatus, lostWrite{at: now, proc: p, uid: u.GetUID()})
