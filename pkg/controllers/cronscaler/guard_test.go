@@ -19,6 +19,7 @@ package cronscaler
 import (
 	"net"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -424,4 +425,67 @@ func recordedAs(history autoscalingv1alpha1.ExecutionHistory, slot time.Time) (a
 	applied = slices.ContainsFunc(history.SuccessfulExecutions, func(e autoscalingv1alpha1.SuccessfulExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
 	failed = slices.ContainsFunc(history.FailedExecutions, func(e autoscalingv1alpha1.FailedExecution) bool { return timeOf(e.ScheduleTime).Equal(slot) })
 	return applied, failed
+}
+
+// Issue 26, seeds 502706 and 507454: a status write that records only a
+// decision (a slot missed here) commits, but its answer is lost; its retry
+// conflicts, and the object cannot be read then. A sync that planned again
+// from the cache, still older than that write, would decide the slot again
+// at a new time, and a failed write of that second decision would keep it
+// in memory, to be written over the first record once the cache caught up.
+// Until the object is read or the cache shows a newer version, the sync
+// decides nothing.
+func TestLostDecisionIsNotMadeAgainFromAStaleCache(t *testing.T) {
+	r := rule("r", "*/5 * * * *", 10)
+	r.MaxDelaySeconds = ptr.To[int32](30)
+	h := newHarness(t, utc("2024-05-01 07:59:59"), cron("c", r))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	h.events()
+
+	h.loseStatusWriteAnswers(1, apierrors.NewInternalError(errEtcdTimeout), nil)
+	if _, err := h.trySyncAt(utc("2024-05-01 08:01:00"), "c"); err == nil {
+		t.Fatal("the status write whose answer was lost did not fail")
+	}
+	first := h.history("c", "r")
+	if len(first.FailedExecutions) != 1 {
+		t.Fatalf("08:00 not recorded missed by the write whose answer was lost: %+v", first)
+	}
+
+	unreadable := false
+	h.client.PrependReactor("get", "cronfederatedhpas", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return unreadable, nil, apierrors.NewInternalError(errEtcdTimeout)
+	})
+	failWrites := false
+	h.client.PrependReactor("update", "cronfederatedhpas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return failWrites && action.GetSubresource() == "status", nil, apierrors.NewInternalError(errEtcdTimeout)
+	})
+	unreadable = true
+	// The retry conflicts (the cache is older than the write), and the
+	// object cannot be read after it.
+	writes := h.statusWrites()
+	if _, err := h.trySyncAt(utc("2024-05-01 08:01:01"), "c"); err == nil || h.statusWrites() != writes+1 {
+		t.Fatalf("the retry with the cache's older resourceVersion was not refused: %v", err)
+	}
+	// The next sync still cannot read it, and a status write fails.
+	failWrites = true
+	_, _ = h.trySyncAt(utc("2024-05-01 08:01:02"), "c")
+	unreadable, failWrites = false, false
+	h.refresh() // the watch delivers the write whose answer was lost
+	h.syncAt(utc("2024-05-01 08:01:03"), "c")
+	h.drainRecords()
+
+	got := h.history("c", "r")
+	if !reflect.DeepEqual(got.FailedExecutions, first.FailedExecutions) {
+		t.Errorf("08:00 recorded again: %+v; want the first record kept: %+v", got.FailedExecutions, first.FailedExecutions)
+	}
+	missed := 0
+	for _, e := range h.events() {
+		if strings.HasPrefix(e, "Warning MissedSchedule") {
+			missed++
+		}
+	}
+	if missed > 1 {
+		t.Errorf("08:00 reported missed %d times; want once", missed)
+	}
 }

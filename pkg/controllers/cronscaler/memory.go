@@ -74,6 +74,13 @@ type objectMemory struct {
 	// behind it, until the cache shows it; writtenRV is its resourceVersion.
 	written   *autoscalingv1alpha1.CronFederatedHPAStatus
 	writtenRV string
+	// behindRV is the resourceVersion of a cached object whose status
+	// write conflicted, until the object is read from the apiserver or the
+	// cache shows a newer version: the apiserver's status is newer than the
+	// cache's, and may hold a decision of this process whose answer was
+	// lost, which a plan from the cache would make again at a new time
+	// (issue 26, seed 502706).
+	behindRV string
 	// pending are the histories of a sync whose status is not written yet,
 	// one per rule. A slice, not a map by rule: objects have a few rules,
 	// and in a burst every object holds pending histories (a map's buckets
@@ -140,7 +147,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
-	if o != nil && o.written == nil && len(o.pending) == 0 && len(o.replan) == 0 && o.replanAll.IsZero() &&
+	if o != nil && o.written == nil && o.behindRV == "" && len(o.pending) == 0 && len(o.replan) == 0 && o.replanAll.IsZero() &&
 		len(o.retries) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
@@ -187,19 +194,26 @@ func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (time.Time, map
 	return all, rules
 }
 
-// base decides which status to plan from. It returns the pending histories
-// of a failed write merged over the cached status; stale when the cache is
-// behind the status this process last wrote or read (see written) and the
-// object must be read from the apiserver; otherwise the cached status (and
-// forgets the write the cache has caught up with).
+// base decides which status to plan from. It returns stale when the cache is
+// known to be behind the apiserver (see behindRV), or behind the status this
+// process last wrote or read (see written), and the object must be read from
+// the apiserver; otherwise the pending histories of a failed write merged
+// over the cached status, or the cached status (and forgets the write the
+// cache has caught up with).
 func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) (status *autoscalingv1alpha1.CronFederatedHPAStatus, stale bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, obj.UID, false)
 	cached := obj.Status.DeepCopy()
+	if o != nil && o.behindRV != "" && obj.ResourceVersion != o.behindRV {
+		// The cache moved on past the version whose write conflicted.
+		o.behindRV = ""
+	}
 	switch {
 	case o == nil:
 		return cached, false
+	case o.behindRV != "":
+		return nil, true
 	case len(o.pending) > 0:
 		mergePending(cached, o.pending)
 		// Kept until a write succeeds (setWritten) or the cache shows them
@@ -275,6 +289,7 @@ func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscal
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	o.written, o.writtenRV = stored.DeepCopy(), rv
+	o.behindRV = ""
 	o.clearPending()
 }
 
@@ -316,10 +331,11 @@ func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []aut
 // in a status the new leader's first list did not show yet) must not be
 // written over the newer one. The replan marks the plans were made from,
 // replanAll and replan those of the sync that failed, are given back, so
-// the retry plans again, from the newer status, as of the same changes. It
-// says whether it dropped them; pending histories that hold applied
-// firings are their only record and are kept.
-func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, replanAll time.Time, replan map[string]time.Time) bool {
+// the retry plans again, from the newer status, as of the same changes; rv
+// is the cached resourceVersion the refused write was made with, older than
+// the apiserver's (see behindRV). It says whether it dropped them; pending
+// histories that hold applied firings are their only record and are kept.
+func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, rv string, replanAll time.Time, replan map[string]time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
@@ -329,7 +345,10 @@ func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, replanAll time
 	all, rules := laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
 	o.replanAll, o.replan = laterMarks(o.replanAll, o.replan, all, rules)
 	o.clearPending()
-	m.prune(key, o)
+	// What this process last wrote is not the newest status either: a
+	// later write of it, whose answer was lost, may be.
+	o.written, o.writtenRV = nil, ""
+	o.behindRV = rv
 	return true
 }
 

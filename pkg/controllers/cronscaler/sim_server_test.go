@@ -513,6 +513,20 @@ func (srv *simServer) clients(p *simProc) (*fake.Clientset, *kubefake.Clientset,
 // react answers a request of process p, with the faults in force; metadata
 // says it is p's metadata client.
 func (srv *simServer) react(p *simProc, metadata bool) clienttesting.ReactionFunc {
+	answer := srv.answer(p, metadata)
+	if !*simTrace {
+		return answer
+	}
+	return func(action clienttesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := answer(action)
+		fmt.Printf("request %s p%d %s %s/%s: %v\n", srv.s.clock.Now().UTC().Format(time.RFC3339Nano), p.id,
+			action.GetVerb(), action.GetResource().Resource, action.GetSubresource(), err)
+		return handled, obj, err
+	}
+}
+
+// answer is react without the trace.
+func (srv *simServer) answer(p *simProc, metadata bool) clienttesting.ReactionFunc {
 	return func(action clienttesting.Action) (bool, runtime.Object, error) {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()

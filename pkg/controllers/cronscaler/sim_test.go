@@ -52,6 +52,7 @@ var (
 	simFirst = flag.Uint64("sim.first", 1000, "the first seed of -sim.seeds")
 	simDays  = flag.Float64("sim.days", 1, "simulated days per seed")
 	simV     = flag.Bool("sim.v", false, "print every violation and the scenario's processes and faults")
+	simTrace = flag.Bool("sim.trace", false, "print every request of the processes, with the time and the error answered (with -sim.seed)")
 )
 
 // simSeeds are the fixed seeds of make test. Each simulates one day of two
@@ -111,12 +112,22 @@ var (
 // TestStaleFirstListMissIsNotWrittenOverPredecessorsRecord and
 // TestStaleFirstListMissBesideAFiringIsNotWrittenOverPredecessorsRecord
 // pin each.
+// Seeds 502706 and 507454 (a soak of main 9e4b83b) play a flaky period in
+// which a status write recording a slot Superseded commits but loses its
+// answer, its retry conflicts and the read after it fails: they fail when
+// the next sync plans from the cache, still older than that write, and
+// records the slot again at a new time (memory.behindRV;
+// TestLostDecisionIsNotMadeAgainFromAStaleCache). Seed 407874 (the same
+// soak) plays a target write through /scale that commits but loses its
+// answer, a kubectl scale, and the retry that writes the slot's value again:
+// it fails without the oracle's exception for the doc's scale-subresource
+// limit in one process (a write whose answer was lost).
 // Skipping a status write fails every seed.
 //
 // A seed's scenario depends on the generator (sim_scenario_test.go) and the
 // server's use of the random source: changing either changes what each seed
 // plays, and the list must be found again.
-var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300, 201, 10214, 40902, 43023, 45152, 25363, 41956, 34784, 42911, 204865}
+var simSeeds = []uint64{22, 131, 251, 333, 8, 9, 19, 145, 156, 59, 29, 275, 320, 706, 12959, 13031, 15300, 201, 10214, 40902, 43023, 45152, 25363, 41956, 34784, 42911, 204865, 502706, 507454, 407874}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).

@@ -100,9 +100,11 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 
 // baseOf returns the object to plan from and its status as this process
 // knows it (see memory.base). When the cache is behind the status this
-// process last wrote, it reads the object from the apiserver and keeps what
-// it read until the cache shows it. If that read gets no answer (the
-// apiserver is down or restarting), it plans from the status it last wrote,
+// process last wrote, or behind the apiserver's after a status write
+// conflicted, it reads the object from the apiserver and keeps what it read
+// until the cache shows it. If that read gets no answer (the apiserver is
+// down or restarting), it plans from the status it last wrote, if it has
+// one (after a conflict it has none, and the sync fails and is retried),
 // which holds every firing this process applied: a firing due then is tried
 // on the firings' own retry schedule (see retryFiring) instead of the
 // slower backoff of a failed sync, and the status write, made with the
@@ -135,7 +137,7 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 			return obj, written, false, nil
 		}
 	}
-	return nil, nil, false, fmt.Errorf("reading %s, whose cached status is older than the one last written: %w", klog.KObj(obj), err)
+	return nil, nil, false, fmt.Errorf("reading %s, whose cached status is older than the apiserver's: %w", klog.KObj(obj), err)
 }
 
 // inherits says whether the plans decide a scheduled time that came before
