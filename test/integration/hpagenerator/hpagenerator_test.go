@@ -96,22 +96,13 @@ func updateHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, change
 	}
 }
 
-// waitHPA polls the HPA until check returns "" (nothing wrong), and fails the
-// test with the last complaint otherwise.
+// waitHPA reads the HPA until check returns "" (nothing wrong), and fails
+// the test with the last complaint otherwise.
 func waitHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, check func(*autoscalingv2.HorizontalPodAutoscaler, error) string) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
-	var last string
-	var hpa *autoscalingv2.HorizontalPodAutoscaler
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		hpa, err = cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
-		last = check(hpa, err)
-		return last == "", nil
-	})
-	if err != nil {
-		t.Fatalf("HPA %s/%s: %s", ns, name, last)
-	}
-	return hpa
+	return framework.WaitObject(t, waitTimeout, fmt.Sprintf("HPA %s/%s", ns, name), func(ctx context.Context) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+		return cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	}, check)
 }
 
 func hpaGone(hpa *autoscalingv2.HorizontalPodAutoscaler, err error) string {

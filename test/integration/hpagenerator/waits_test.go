@@ -17,40 +17,16 @@ limitations under the License.
 package hpagenerator
 
 import (
-	"context"
-	"os"
-	"strings"
 	"testing"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
 // waitIdle waits until the generator has finished every sync it was asked
-// for: each key added to its queue has been taken and done. A test that
-// shows the generator did NOT act checks after this, once the syncs that
-// would have acted have run, not after a fixed time. The count of finished
-// syncs is read before the count of adds: equal, nothing was queued or in
-// flight when the first was read, and nothing was added since.
+// for (see framework.Manager.WaitQueueIdle).
 func waitIdle(t *testing.T, m *framework.Manager) {
 	t.Helper()
-	var done, adds float64
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		var doneOK, addsOK bool
-		var err error
-		if done, doneOK, err = m.Metric("workqueue_work_duration_seconds_count", `name="hpa_generator"`); err != nil {
-			return false, err
-		}
-		if adds, addsOK, err = m.Metric("workqueue_adds_total", `name="hpa_generator"`); err != nil {
-			return false, err
-		}
-		return doneOK && addsOK && done == adds, nil
-	})
-	if err != nil {
-		t.Fatalf("the hpa-generator did not finish its syncs: %v (%v keys added, %v synced)", err, adds, done)
-	}
+	m.WaitQueueIdle(t, waitTimeout, "hpa_generator")
 }
 
 // queueAdds is how many keys the generator's queue has taken in.
@@ -67,30 +43,7 @@ func queueAdds(t *testing.T, m *framework.Manager) float64 {
 // want.
 func waitLog(t *testing.T, m *framework.Manager, want ...string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		data, err := os.ReadFile(m.LogPath())
-		if err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if containsAll(line, want) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no line with %q in the manager's log: %v", want, err)
-	}
-}
-
-func containsAll(s string, parts []string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
+	m.WaitLog(t, waitTimeout, want...)
 }
 
 func writes(t *testing.T, m *framework.Manager) float64 {

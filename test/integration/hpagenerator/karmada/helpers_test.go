@@ -19,7 +19,6 @@ package karmada
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -75,22 +74,13 @@ func updateFHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, statu
 	}
 }
 
-// waitFHPA polls the FederatedHPA until check returns "" and fails the test
+// waitFHPA reads the FederatedHPA until check returns "" and fails the test
 // with the last complaint otherwise.
 func waitFHPA(t *testing.T, cp *framework.ControlPlane, ns, name string, check func(*autoscalingv1alpha1.FederatedHPA, error) string) *autoscalingv1alpha1.FederatedHPA {
 	t.Helper()
-	var last string
-	var f *autoscalingv1alpha1.FederatedHPA
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		f, err = cp.Client().AutoscalingV1alpha1().FederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
-		last = check(f, err)
-		return last == "", nil
-	})
-	if err != nil {
-		t.Fatalf("FederatedHPA %s/%s: %s", ns, name, last)
-	}
-	return f
+	return framework.WaitObject(t, waitTimeout, fmt.Sprintf("FederatedHPA %s/%s", ns, name), func(ctx context.Context) (*autoscalingv1alpha1.FederatedHPA, error) {
+		return cp.Client().AutoscalingV1alpha1().FederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
+	}, check)
 }
 
 func fhpaGone(_ *autoscalingv1alpha1.FederatedHPA, err error) string {
@@ -152,45 +142,14 @@ func metric(t *testing.T, m *framework.Manager, name string, labels ...string) f
 }
 
 // waitIdle waits until the generator has finished every sync it was asked
-// for (finished syncs, read first, equal added keys).
+// for (see framework.Manager.WaitQueueIdle).
 func waitIdle(t *testing.T, m *framework.Manager) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		done, ok1, err := m.Metric("workqueue_work_duration_seconds_count", `name="hpa_generator"`)
-		if err != nil {
-			return false, err
-		}
-		adds, ok2, err := m.Metric("workqueue_adds_total", `name="hpa_generator"`)
-		if err != nil {
-			return false, err
-		}
-		return ok1 && ok2 && done == adds, nil
-	})
-	if err != nil {
-		t.Fatalf("the hpa-generator did not finish its syncs: %v", err)
-	}
+	m.WaitQueueIdle(t, waitTimeout, "hpa_generator")
 }
 
 // waitLog waits for a line of the manager's log holding every one of want.
 func waitLog(t *testing.T, m *framework.Manager, want ...string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		data, err := os.ReadFile(m.LogPath())
-		if err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			all := true
-			for _, w := range want {
-				all = all && strings.Contains(line, w)
-			}
-			if all {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no line with %q in the manager's log: %v", want, err)
-	}
+	m.WaitLog(t, waitTimeout, want...)
 }
