@@ -77,7 +77,9 @@ import (
 //     cron-scaler writes to one field never go back in time. The doc's
 //     limit: a later slot that no status records as applied and whose
 //     deadline has passed does not count, if it is another object's or
-//     another process wrote it (see unrecordedLater).
+//     another process wrote it (see unrecordedLater); nor does a later slot
+//     of an object that, as the writer's cache shows it, no longer targets
+//     the field's object with that rule (see leftTarget).
 //  4. Never undone: once a slot was applied (written, or recorded), the
 //     cron-scaler does not write it again over another writer's later
 //     change; and an inherited firing (due before the writing process
@@ -772,6 +774,11 @@ func (o *oracle) checkTargetWrites() {
 			}
 			k := keyOf(inc.uid, inc.rule, slot)
 			switch {
+			case slot.Before(latest) && o.leftTarget(latestBy, t, ch):
+				// The doc's limit: the later slot's object no longer
+				// targets t, or no longer has that rule, as the writer
+				// saw it; its records say nothing about t then.
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
 			case slot.Before(latest) && o.unrecordedLater(latestBy, latest, inc, ch):
 				// The doc's limit: the later slot does not count, so
 				// this slot's value is the latest the records know.
@@ -849,6 +856,57 @@ func (o *oracle) unrecordedLater(by []laterWrite, slot time.Time, inc *incarnati
 		}
 	}
 	return len(by) > 0
+}
+
+// leftTarget says whether the doc lets an earlier slot's value be written
+// (by ch) over the later slot whose value t's field holds (written by each
+// of by) because no object that wrote the later slot still targets t with
+// that rule, in the version of it that the writer's cache held (or because
+// it was deleted, and the writer's cache no longer holds it). A successful
+// execution does not say which target it was applied to, so the cron-scaler
+// reads the later slots of the objects that target t now, by rule.
+func (o *oracle) leftTarget(by []laterWrite, t simTarget, ch fieldChange) bool {
+	for _, w := range by {
+		if !o.leftTargetSeen(w.inc, t, ch) {
+			return false
+		}
+	}
+	return len(by) > 0
+}
+
+func (o *oracle) leftTargetSeen(inc *incarnation, t simTarget, ch fieldChange) bool {
+	versions := o.s.srv.versions[inc.uid]
+	seen, ok := ch.cacheAt[inc.uid]
+	if !ok {
+		// Gone from the cache: deleted by then, or never seen.
+		for _, v := range versions {
+			if v.deleted && !v.at.After(ch.at) {
+				return true
+			}
+		}
+		return false
+	}
+	var obj *autoscalingv1alpha1.CronFederatedHPA
+	for _, v := range versions {
+		if v.at.Equal(seen) {
+			if v.deleted {
+				return true
+			}
+			obj = v.obj
+		}
+	}
+	if obj == nil {
+		return false
+	}
+	if simTarget(obj.Spec.ScaleTargetRef.Kind+"/"+obj.Spec.ScaleTargetRef.Name) != t {
+		return true
+	}
+	for i := range obj.Spec.Rules {
+		if obj.Spec.Rules[i].Name == inc.rule {
+			return false
+		}
+	}
+	return true
 }
 
 // checkOtherControllerReports is check 5.
