@@ -701,6 +701,31 @@ func (o *oracle) valueAt(t simTarget, field string, at time.Time) int32 {
 func (o *oracle) attribute(t simTarget, field string, ch fieldChange) (*incarnation, time.Time) {
 	var best *incarnation
 	var bestSlot time.Time
+	o.candidates(t, field, ch, func(inc *incarnation, slot time.Time) {
+		if slot.After(bestSlot) {
+			best, bestSlot = inc, slot
+		}
+	})
+	return best, bestSlot
+}
+
+// mayBeAtOrBefore says whether a cron-scaler change may be the value of a
+// slot at or before limit: one of the slots it may be the value of is.
+func (o *oracle) mayBeAtOrBefore(t simTarget, field string, ch fieldChange, limit time.Time) bool {
+	found := false
+	o.candidates(t, field, ch, func(_ *incarnation, slot time.Time) {
+		if !slot.After(limit) {
+			found = true
+		}
+	})
+	return found
+}
+
+// candidates calls each, per incarnation on t whose rule sets field to the
+// change's value, with the latest of its slots the change may be the value
+// of: one after the incarnation's start, not after its end (as the process
+// saw it), and within its deadline.
+func (o *oracle) candidates(t simTarget, field string, ch fieldChange, each func(*incarnation, time.Time)) {
 	for _, inc := range o.byTarget[t] {
 		views := []time.Time{ch.at}
 		if at, ok := ch.cacheAt[inc.uid]; ok {
@@ -722,16 +747,13 @@ func (o *oracle) attribute(t simTarget, field string, ch fieldChange) (*incarnat
 					break
 				}
 				if !ch.at.After(inc.deadline(slot).Add(simSlack)) {
-					if slot.After(bestSlot) {
-						best, bestSlot = inc, slot
-					}
+					each(inc, slot)
 					break
 				}
 				slot = inc.sched.Prev(slot.Add(-time.Second))
 			}
 		}
 	}
-	return best, bestSlot
 }
 
 // checkTargetWrites is checks 2, 3 and 4.
@@ -774,22 +796,28 @@ func (o *oracle) checkTargetWrites() {
 			}
 			k := keyOf(inc.uid, inc.rule, slot)
 			switch {
+			case slot.Before(latest) && o.coincide(latestBy, t, field, slot):
+				// Which slot a write is the value of is not known, only
+				// its value: the later slot's writes may be the value of
+				// a slot at or before this one (another object's, due at
+				// the same time, say), which the check then takes.
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc, ch}}
 			case slot.Before(latest) && o.leftTarget(latestBy, t, ch):
 				// The doc's limit: the later slot's object no longer
 				// targets t, or no longer has that rule, as the writer
 				// saw it; its records say nothing about t then.
-				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc, ch}}
 			case slot.Before(latest) && o.unrecordedLater(latestBy, latest, inc, ch):
 				// The doc's limit: the later slot does not count, so
 				// this slot's value is the latest the records know.
-				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc, ch}}
 			case slot.Before(latest):
 				o.violate(ch.at, "[case 7] latest wins: process %d set %s.%s to %d (%s slot %s) after it had set the value of a later slot, %s",
 					ch.proc.id, t, field, ch.value, inc, slot.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
 			case slot.After(latest):
-				latest, latestBy = slot, []laterWrite{{inc, ch.proc}}
+				latest, latestBy = slot, []laterWrite{{inc, ch.proc, ch}}
 			default:
-				latestBy = append(latestBy, laterWrite{inc, ch.proc})
+				latestBy = append(latestBy, laterWrite{inc, ch.proc, ch})
 			}
 			if i > 0 {
 				prev := changes[i-1]
@@ -831,6 +859,7 @@ func (o *oracle) checkTargetWrites() {
 type laterWrite struct {
 	inc  *incarnation
 	proc *simProc
+	ch   fieldChange
 }
 
 // unrecordedLater says whether the doc lets an earlier slot's value be
@@ -852,6 +881,18 @@ func (o *oracle) unrecordedLater(by []laterWrite, slot time.Time, inc *incarnati
 			return false
 		}
 		if w.inc.uid == inc.uid && w.proc == ch.proc {
+			return false
+		}
+	}
+	return len(by) > 0
+}
+
+// coincide says whether every write of the later slot (by) may be the value
+// of a slot at or before slot: its value is also that of such a slot that
+// may run then (see candidates).
+func (o *oracle) coincide(by []laterWrite, t simTarget, field string, slot time.Time) bool {
+	for _, w := range by {
+		if !o.mayBeAtOrBefore(t, field, w.ch, slot) {
 			return false
 		}
 	}
