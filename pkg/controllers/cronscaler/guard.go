@@ -140,7 +140,13 @@ func (w *statusWriters) unacknowledged(key cache.ObjectName, status autoscalingv
 	defer w.mu.Unlock()
 	l := w.log(key)
 	l.writes++
-	l.unacked = append(l.unacked, unackedWrite{digest: statusDigest(status), seq: l.writes})
+	d := statusDigest(status)
+	// A retry of the same status is one entry, at its latest attempt: in
+	// a flaky period a status is retried many times, and each attempt that
+	// got an error kept apart would push out an earlier write that was
+	// stored (issue 26, seed 1002879).
+	l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d })
+	l.unacked = append(l.unacked, unackedWrite{digest: d, seq: l.writes})
 	if len(l.unacked) > maxOwnWrites {
 		l.unacked = l.unacked[len(l.unacked)-maxOwnWrites:]
 	}

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -487,5 +488,37 @@ func TestLostDecisionIsNotMadeAgainFromAStaleCache(t *testing.T) {
 	}
 	if missed > 1 {
 		t.Errorf("08:00 reported missed %d times; want once", missed)
+	}
+}
+
+// Issue 26, seed 1002879: a status write that was stored though its answer
+// was lost stays this process's own however often a later status is
+// retried before the watch shows it. In a flaky period each failed attempt
+// may have been stored too, and kept apart, the attempts of one retried
+// status pushed the stored write out of the bounded list, which then was
+// reported as another controller's.
+func TestLostStatusWriteStaysOwnThroughManyRetries(t *testing.T) {
+	started := utc("2024-05-01 07:00:00")
+	key := cache.ObjectName{Namespace: ns, Name: "c"}
+	stored := autoscalingv1alpha1.CronFederatedHPAStatus{ExecutionHistories: []autoscalingv1alpha1.ExecutionHistory{{
+		RuleName: "r", NextExecutionTime: &metav1.Time{Time: utc("2024-05-01 08:05:00")},
+	}}}
+	retried := *stored.DeepCopy()
+	retried.ExecutionHistories[0].NextExecutionTime = &metav1.Time{Time: utc("2024-05-01 08:10:00")}
+
+	w := newStatusWriters()
+	w.unacknowledged(key, stored)
+	for range 3 * maxOwnWrites {
+		w.unacknowledged(key, retried)
+	}
+	obj := cron("c", rule("r", "*/5 * * * *", 10))
+	obj.Status = stored
+	obj.ManagedFields = []metav1.ManagedFieldsEntry{{
+		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		Time: &metav1.Time{Time: utc("2024-05-01 08:00:01")},
+	}}
+	w.saw(key, obj)
+	if others := w.others(key, started); len(others) > 0 {
+		t.Errorf("the stored write whose answer was lost was taken for %v's", others)
 	}
 }
