@@ -23,6 +23,7 @@ package rbac
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -228,7 +229,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 		return ptr.Deref(d.Spec.Replicas, 0) == 3 && ptr.Deref(h.Spec.MinReplicas, 0) == 2 && h.Spec.MaxReplicas == 9, nil
 	})
 	if err != nil {
-		t.Fatalf("the controller manager, running with the shipped RBAC, did not scale the Deployment to 3 and the HPA to 2..9: %v", err)
+		t.Fatalf("the controller manager, running with the shipped RBAC, did not scale the Deployment to 3 and the HPA to 2..9: %v\n%s", err, describeCronState(cp, ns))
 	}
 
 	// Status was written (cronfederatedhpas/status) and a Normal event
@@ -255,7 +256,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no successful execution in status or no Normal event on the CronFederatedHPAs: %v", err)
+		t.Fatalf("no successful execution in status or no Normal event on the CronFederatedHPAs: %v\n%s", err, describeCronState(cp, ns))
 	}
 
 	lease, err := cp.KubeClient().CoordinationV1().Leases(systemNamespace).Get(ctx, "scaleplane-controller-manager", metav1.GetOptions{})
@@ -405,4 +406,41 @@ func cronOn(ns, name string, ref autoscalingv2.CrossVersionObjectReference, rule
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       autoscalingv1alpha1.CronFederatedHPASpec{ScaleTargetRef: ref, Rules: []autoscalingv1alpha1.CronFederatedHPARule{rule}},
 	}
+}
+
+// describeCronState says what a failed wait for the cron firings saw: the
+// targets, the CronFederatedHPAs' statuses and the namespace's events, so a
+// failure in CI can be told apart from a slow one without a rerun.
+func describeCronState(cp *framework.ControlPlane, ns string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	fmt.Fprintf(&b, "at %s:\n", time.Now().UTC().Format(time.RFC3339Nano))
+	if d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		fmt.Fprintf(&b, "Deployment web: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "Deployment web: replicas %d, resourceVersion %s\n", ptr.Deref(d.Spec.Replicas, -1), d.ResourceVersion)
+	}
+	if h, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		fmt.Fprintf(&b, "HPA web: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "HPA web: minReplicas %d, maxReplicas %d, resourceVersion %s\n", ptr.Deref(h.Spec.MinReplicas, -1), h.Spec.MaxReplicas, h.ResourceVersion)
+	}
+	for _, name := range []string{"scale-web", "bound-web"} {
+		c, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "CronFederatedHPA %s: %v\n", name, err)
+			continue
+		}
+		status, _ := json.Marshal(c.Status)
+		fmt.Fprintf(&b, "CronFederatedHPA %s (resourceVersion %s, created %s): status %s\n", name, c.ResourceVersion, c.CreationTimestamp.UTC().Format(time.RFC3339), status)
+	}
+	events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(&b, "events: %v\n", err)
+		return b.String()
+	}
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "event %s %s/%s %s (x%d, last %s): %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.LastTimestamp.UTC().Format(time.RFC3339), e.Message)
+	}
+	return b.String()
 }
