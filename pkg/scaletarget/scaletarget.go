@@ -23,6 +23,7 @@ package scaletarget
 
 import (
 	"fmt"
+	"sync"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -70,8 +71,15 @@ func IndexFunc(obj any) ([]string, error) {
 }
 
 // AddIndex adds the index to a shared autoscaler informer, once: every
-// controller built on the same informer uses the same index.
+// controller built on the same informer uses the same index. The controller
+// manager builds its controllers at once, each on its own goroutine, and the
+// cron-scaler and the hpa-generator share the HPA informer: the check and
+// the add are one step under addIndexMu, or both controllers could find no
+// index and the second add fail with an indexer conflict, leaving that
+// controller unstarted.
 func AddIndex(informer cache.SharedIndexInformer) error {
+	addIndexMu.Lock()
+	defer addIndexMu.Unlock()
 	if _, ok := informer.GetIndexer().GetIndexers()[Index]; ok {
 		return nil
 	}
@@ -80,3 +88,6 @@ func AddIndex(informer cache.SharedIndexInformer) error {
 	}
 	return nil
 }
+
+// addIndexMu makes AddIndex's check and add one step (see AddIndex).
+var addIndexMu sync.Mutex

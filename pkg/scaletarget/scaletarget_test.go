@@ -18,10 +18,13 @@ package scaletarget
 
 import (
 	"reflect"
+	"sync"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
@@ -50,5 +53,38 @@ func TestIndexFunc(t *testing.T) {
 	v1beta1, _ := KeyOf("ns", autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1beta1", Kind: "Deployment", Name: "web"})
 	if v1 != v1beta1 {
 		t.Errorf("keys %q and %q differ by version", v1, v1beta1)
+	}
+}
+
+// TestAddIndexConcurrently: the controller manager starts its controllers at
+// once, and the cron-scaler and the hpa-generator both add the index to the
+// one shared HPA informer. Both must succeed, whichever comes first; the
+// loser of a check-then-add race used to fail with "indexer conflict" and
+// that controller never started (a CI run of the rbac integration test).
+func TestAddIndexConcurrently(t *testing.T) {
+	const controllers = 4
+	for round := range 200 {
+		informer := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		start := make(chan struct{})
+		errs := make([]error, controllers)
+		var wg sync.WaitGroup
+		for i := range controllers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = AddIndex(informer)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: AddIndex of controller %d of %d adding it at once: %v", round, i, controllers, err)
+			}
+		}
+		if _, ok := informer.GetIndexer().GetIndexers()[Index]; !ok {
+			t.Fatalf("round %d: the informer has no %s index", round, Index)
+		}
 	}
 }

@@ -75,6 +75,7 @@ func runUntilStopped(ctx context.Context, run func(context.Context)) bool {
 func runControllers(ctx context.Context, controllerCtx ControllerContext, descriptors map[string]*ControllerDescriptor, enabled []string, checks *healthChecks) {
 	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
+	var building sync.Mutex
 	for _, name := range KnownControllers(descriptors) {
 		d := descriptors[name]
 		if !IsControllerEnabled(d, enabled) {
@@ -86,7 +87,7 @@ func runControllers(ctx context.Context, controllerCtx ControllerContext, descri
 		go func() {
 			defer wg.Done()
 			defer utilruntime.HandleCrash()
-			startController(ctx, controllerCtx, d, checks)
+			startController(ctx, controllerCtx, d, checks, &building)
 		}()
 	}
 	wg.Wait()
@@ -94,7 +95,20 @@ func runControllers(ctx context.Context, controllerCtx ControllerContext, descri
 
 // startController waits for the controller's resources, builds it, starts
 // and syncs the informers it registered, and runs it until ctx ends.
-func startController(ctx context.Context, controllerCtx ControllerContext, d *ControllerDescriptor, checks *healthChecks) {
+//
+// Building holds the controllers' constructors and their informers' start
+// apart: the informer factories are shared, and a constructor registers an
+// informer and then configures it (a transform, an index, handlers). Another
+// controller's StartInformers in between would start that informer half
+// configured, and SetTransform on a started informer fails: the controller
+// would never start, while the others run (a CI run of the rbac integration
+// test lost the cron-scaler this way). Waiting for the resources and for the
+// caches to sync stay outside, so a controller whose CRD is missing holds
+// back no other. The constructors make a few requests (discovery, the
+// CronFederatedHPA CRD) and wait only while discovery fails: the
+// hpa-generator's detection of Karmada retries every resourcePollInterval,
+// so after an outage at start-up the others start at most that much later.
+func startController(ctx context.Context, controllerCtx ControllerContext, d *ControllerDescriptor, checks *healthChecks, building *sync.Mutex) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "controller", d.name)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -113,7 +127,7 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		checks.setControllerState(d.name, err, err.Error())
 		return
 	}
-	controller, err := d.initFunc(ctx, controllerCtx)
+	controller, err := build(ctx, controllerCtx, d, building)
 	if err != nil {
 		err = fmt.Errorf("starting controller %s: %w", d.name, err)
 		logger.Error(err, "Controller failed to start")
@@ -121,7 +135,6 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		return
 	}
 	checks.setControllerState(d.name, nil, "waiting for informer caches to sync")
-	controllerCtx.StartInformers(ctx)
 	if !controllerCtx.WaitForCacheSync(ctx) {
 		return
 	}
@@ -129,6 +142,19 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 	logger.Info("Started controller")
 	controller.Run(ctx)
 	logger.Info("Controller stopped")
+}
+
+// build runs the controller's constructor and starts the informers it
+// registered, holding building (see startController).
+func build(ctx context.Context, controllerCtx ControllerContext, d *ControllerDescriptor, building *sync.Mutex) (Controller, error) {
+	building.Lock()
+	defer building.Unlock()
+	controller, err := d.initFunc(ctx, controllerCtx)
+	if err != nil {
+		return nil, err
+	}
+	controllerCtx.StartInformers(ctx)
+	return controller, nil
 }
 
 // waitForResources polls discovery until every resource is served. It says
