@@ -229,7 +229,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 		return ptr.Deref(d.Spec.Replicas, 0) == 3 && ptr.Deref(h.Spec.MinReplicas, 0) == 2 && h.Spec.MaxReplicas == 9, nil
 	})
 	if err != nil {
-		t.Fatalf("the controller manager, running with the shipped RBAC, did not scale the Deployment to 3 and the HPA to 2..9: %v\n%s", err, describeCronState(cp, ns))
+		t.Fatalf("the controller manager, running with the shipped RBAC, did not scale the Deployment to 3 and the HPA to 2..9: %v\n%s", err, describeNamespace(cp, ns))
 	}
 
 	// Status was written (cronfederatedhpas/status) and a Normal event
@@ -256,7 +256,7 @@ func TestControllerManagerRunsWithShippedRBAC(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no successful execution in status or no Normal event on the CronFederatedHPAs: %v\n%s", err, describeCronState(cp, ns))
+		t.Fatalf("no successful execution in status or no Normal event on the CronFederatedHPAs: %v\n%s", err, describeNamespace(cp, ns))
 	}
 
 	lease, err := cp.KubeClient().CoordinationV1().Leases(systemNamespace).Get(ctx, "scaleplane-controller-manager", metav1.GetOptions{})
@@ -321,7 +321,7 @@ func checkHPAGenerator(t *testing.T, cp *framework.ControlPlane, ns string) {
 		return err == nil && hpa.Spec.MaxReplicas == 3, nil
 	})
 	if err != nil {
-		t.Errorf("the hpa-generator, running with the shipped RBAC and OwnerReferencesPermissionEnforcement, did not create the LeaderWorkerSet's HPA: %v", err)
+		t.Errorf("the hpa-generator, running with the shipped RBAC and OwnerReferencesPermissionEnforcement, did not create the LeaderWorkerSet's HPA: %v\n%s", err, describeNamespace(cp, ns))
 		return
 	}
 	if ref := metav1.GetControllerOf(hpa); ref == nil || ref.Name != "llm" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
@@ -380,14 +380,14 @@ func checkResizer(t *testing.T, cp *framework.ControlPlane, ns string, dep *apps
 		return got.Cmp(*want) == 0, nil
 	})
 	if err != nil {
-		t.Errorf("the resizer, running with the shipped RBAC, did not resize the Deployment: %v", err)
+		t.Errorf("the resizer, running with the shipped RBAC, did not resize the Deployment: %v\n%s", err, describeNamespace(cp, ns))
 	}
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && got.Status.ObservedGeneration == got.Generation, nil
 	})
 	if err != nil {
-		t.Errorf("the resizer did not write the AddonResizer's status: %v", err)
+		t.Errorf("the resizer did not write the AddonResizer's status: %v\n%s", err, describeNamespace(cp, ns))
 	}
 }
 
@@ -408,39 +408,56 @@ func cronOn(ns, name string, ref autoscalingv2.CrossVersionObjectReference, rule
 	}
 }
 
-// describeCronState says what a failed wait for the cron firings saw: the
-// targets, the CronFederatedHPAs' statuses and the namespace's events, so a
-// failure in CI can be told apart from a slow one without a rerun.
-func describeCronState(cp *framework.ControlPlane, ns string) string {
+// describeNamespace says what a failed wait saw: the Deployment, the HPAs,
+// the CronFederatedHPAs', LeaderWorkerSets' and AddonResizers' statuses and
+// the namespace's events, so a failure in CI can be told apart from a slow
+// run without a rerun.
+func describeNamespace(cp *framework.ControlPlane, ns string) string {
 	ctx := context.Background()
 	var b strings.Builder
-	fmt.Fprintf(&b, "at %s:\n", time.Now().UTC().Format(time.RFC3339Nano))
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	asJSON := func(v any) string { out, _ := json.Marshal(v); return string(out) }
+	line("state of namespace %s at %s:", ns, time.Now().UTC().Format(time.RFC3339Nano))
 	if d, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
-		fmt.Fprintf(&b, "Deployment web: %v\n", err)
+		line("Deployment web: %v", err)
 	} else {
-		fmt.Fprintf(&b, "Deployment web: replicas %d, resourceVersion %s\n", ptr.Deref(d.Spec.Replicas, -1), d.ResourceVersion)
+		line("Deployment web: replicas %d, resources %s, resourceVersion %s", ptr.Deref(d.Spec.Replicas, -1), asJSON(d.Spec.Template.Spec.Containers[0].Resources), d.ResourceVersion)
 	}
-	if h, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
-		fmt.Fprintf(&b, "HPA web: %v\n", err)
+	if l, err := cp.KubeClient().AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		line("HPAs: %v", err)
 	} else {
-		fmt.Fprintf(&b, "HPA web: minReplicas %d, maxReplicas %d, resourceVersion %s\n", ptr.Deref(h.Spec.MinReplicas, -1), h.Spec.MaxReplicas, h.ResourceVersion)
-	}
-	for _, name := range []string{"scale-web", "bound-web"} {
-		c, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			fmt.Fprintf(&b, "CronFederatedHPA %s: %v\n", name, err)
-			continue
+		for _, h := range l.Items {
+			line("HPA %s: minReplicas %d, maxReplicas %d, owners %s, resourceVersion %s", h.Name, ptr.Deref(h.Spec.MinReplicas, -1), h.Spec.MaxReplicas, asJSON(h.OwnerReferences), h.ResourceVersion)
 		}
-		status, _ := json.Marshal(c.Status)
-		fmt.Fprintf(&b, "CronFederatedHPA %s (resourceVersion %s, created %s): status %s\n", name, c.ResourceVersion, c.CreationTimestamp.UTC().Format(time.RFC3339), status)
+	}
+	if l, err := cp.Client().AutoscalingV1alpha1().CronFederatedHPAs(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		line("CronFederatedHPAs: %v", err)
+	} else {
+		for _, c := range l.Items {
+			line("CronFederatedHPA %s (resourceVersion %s, created %s): status %s", c.Name, c.ResourceVersion, c.CreationTimestamp.UTC().Format(time.RFC3339), asJSON(c.Status))
+		}
+	}
+	if l, err := cp.Client().LeaderworkersetV1().LeaderWorkerSets(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		line("LeaderWorkerSets: %v", err)
+	} else {
+		for _, o := range l.Items {
+			line("LeaderWorkerSet %s (generation %d, finalizers %v): status %s", o.Name, o.Generation, o.Finalizers, asJSON(o.Status))
+		}
+	}
+	if l, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		line("AddonResizers: %v", err)
+	} else {
+		for _, o := range l.Items {
+			line("AddonResizer %s (generation %d): status %s", o.Name, o.Generation, asJSON(o.Status))
+		}
 	}
 	events, err := cp.KubeClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		fmt.Fprintf(&b, "events: %v\n", err)
+		line("events: %v", err)
 		return b.String()
 	}
 	for _, e := range events.Items {
-		fmt.Fprintf(&b, "event %s %s/%s %s (x%d, last %s): %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.LastTimestamp.UTC().Format(time.RFC3339), e.Message)
+		line("event %s %s/%s %s (x%d, last %s): %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.LastTimestamp.UTC().Format(time.RFC3339), e.Message)
 	}
 	return b.String()
 }
