@@ -110,10 +110,15 @@ func (w *statusWriters) log(key cache.ObjectName) *writerLog {
 	return l
 }
 
-// unackedWrite is a status write whose answer was lost.
+// unackedWrite is a status whose writes lost their answer: first and last
+// are the counts (see writerLog.writes) of its first and latest attempt. A
+// status retried through a flaky period, and one that flip-flops (A, B,
+// A), is one entry that spans its attempts: which attempt was stored is not
+// known, so an entry is taken as written before another only when its last
+// attempt came before the other's first.
 type unackedWrite struct {
-	digest uint64
-	seq    uint64
+	digest      uint64
+	first, last uint64
 }
 
 // wrote records a status write of this process, stored at rv.
@@ -141,12 +146,17 @@ func (w *statusWriters) unacknowledged(key cache.ObjectName, status autoscalingv
 	l := w.log(key)
 	l.writes++
 	d := statusDigest(status)
-	// A retry of the same status is one entry, at its latest attempt: in
-	// a flaky period a status is retried many times, and each attempt that
-	// got an error kept apart would push out an earlier write that was
-	// stored (issue 26, seed 1002879).
-	l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d })
-	l.unacked = append(l.unacked, unackedWrite{digest: d, seq: l.writes})
+	// A retry of the same status is one entry, moved to the end with its
+	// latest attempt: in a flaky period a status is retried many times,
+	// and each attempt that got an error kept apart would push out an
+	// earlier write that was stored (issue 26, seed 1002879). The list is
+	// thus in the order of the last attempts, and the oldest goes first.
+	u := unackedWrite{digest: d, first: l.writes, last: l.writes}
+	if i := slices.IndexFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d }); i >= 0 {
+		u.first = l.unacked[i].first
+		l.unacked = slices.Delete(l.unacked, i, i+1)
+	}
+	l.unacked = append(l.unacked, u)
 	if len(l.unacked) > maxOwnWrites {
 		l.unacked = l.unacked[len(l.unacked)-maxOwnWrites:]
 	}
@@ -200,7 +210,7 @@ func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string
 			// The watch delivers in order: an unacknowledged write made
 			// before this one was not stored, or was shown before.
 			seq := l.ownSeq[i]
-			l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.seq < seq })
+			l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.last < seq })
 			l.own = slices.Delete(l.own, i, i+1)
 			l.ownSeq = slices.Delete(l.ownSeq, i, i+1)
 			continue
@@ -213,7 +223,12 @@ func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string
 		if s.manager == FieldManager && len(l.unacked) > 0 {
 			d := statusDigest(*s.status)
 			if i := slices.IndexFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d }); i >= 0 {
-				l.unacked = l.unacked[i+1:]
+				// The watch delivers in order: a status whose every
+				// attempt came before this one's first was not
+				// stored, or was shown before. One retried after it
+				// (A, B, A: B between the two A) may still come.
+				first := l.unacked[i].first
+				l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.digest == d || u.last < first })
 				continue
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -520,5 +521,40 @@ func TestLostStatusWriteStaysOwnThroughManyRetries(t *testing.T) {
 	w.saw(key, obj)
 	if others := w.others(key, started); len(others) > 0 {
 		t.Errorf("the stored write whose answer was lost was taken for %v's", others)
+	}
+}
+
+// A status that flip-flops while its writes lose their answers: A is
+// stored, then B, and a retry of A is not. The watch shows A, then B. A's
+// retry came after B, but its first attempt before: showing A says nothing
+// of B, which is still to come and is this process's own. Keeping only A's
+// latest attempt, B looked older than A and was forgotten when A was shown,
+// then reported as another controller's.
+func TestLostStatusWritesThatFlipFlopStayOwn(t *testing.T) {
+	started := utc("2024-05-01 07:00:00")
+	key := cache.ObjectName{Namespace: ns, Name: "c"}
+	status := func(next string) autoscalingv1alpha1.CronFederatedHPAStatus {
+		return autoscalingv1alpha1.CronFederatedHPAStatus{ExecutionHistories: []autoscalingv1alpha1.ExecutionHistory{{
+			RuleName: "r", NextExecutionTime: &metav1.Time{Time: utc(next)},
+		}}}
+	}
+	a, b := status("2024-05-01 08:05:00"), status("2024-05-01 08:10:00")
+
+	w := newStatusWriters()
+	w.unacknowledged(key, a)
+	w.unacknowledged(key, b)
+	w.unacknowledged(key, a)
+	for i, st := range []autoscalingv1alpha1.CronFederatedHPAStatus{a, b} {
+		obj := cron("c", rule("r", "*/5 * * * *", 10))
+		obj.ResourceVersion = strconv.Itoa(10 + i)
+		obj.Status = st
+		obj.ManagedFields = []metav1.ManagedFieldsEntry{{
+			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+			Time: &metav1.Time{Time: utc("2024-05-01 08:00:01")},
+		}}
+		w.saw(key, obj)
+		if others := w.others(key, started); len(others) > 0 {
+			t.Errorf("stored write %d of 2, whose answer was lost, was taken for %v's", i+1, others)
+		}
 	}
 }
