@@ -514,14 +514,20 @@ func TestLostStatusWriteStaysOwnThroughManyRetries(t *testing.T) {
 	}
 	obj := cron("c", rule("r", "*/5 * * * *", 10))
 	obj.Status = stored
-	obj.ManagedFields = []metav1.ManagedFieldsEntry{{
-		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
-		Time: &metav1.Time{Time: utc("2024-05-01 08:00:01")},
-	}}
+	obj.ManagedFields = cronStatusEntry("2024-05-01 08:00:01")
 	w.saw(key, obj)
 	if others := w.others(key, started); len(others) > 0 {
 		t.Errorf("the stored write whose answer was lost was taken for %v's", others)
 	}
+}
+
+// cronStatusEntry is the managedFields entry of a status write of the
+// cron-scaler at the time given.
+func cronStatusEntry(at string) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{{
+		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		Time: &metav1.Time{Time: utc(at)},
+	}}
 }
 
 // A status that flip-flops while its writes lose their answers: A is
@@ -548,10 +554,7 @@ func TestLostStatusWritesThatFlipFlopStayOwn(t *testing.T) {
 		obj := cron("c", rule("r", "*/5 * * * *", 10))
 		obj.ResourceVersion = strconv.Itoa(10 + i)
 		obj.Status = st
-		obj.ManagedFields = []metav1.ManagedFieldsEntry{{
-			Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
-			Time: &metav1.Time{Time: utc("2024-05-01 08:00:01")},
-		}}
+		obj.ManagedFields = cronStatusEntry("2024-05-01 08:00:01")
 		w.saw(key, obj)
 		if others := w.others(key, started); len(others) > 0 {
 			t.Errorf("stored write %d of 2, whose answer was lost, was taken for %v's", i+1, others)
