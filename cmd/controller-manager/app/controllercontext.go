@@ -231,19 +231,3 @@ func (c ControllerContext) StartInformers(ctx context.Context) {
 	c.InformerFactory.Start(ctx.Done())
 	c.ScaleplaneInformerFactory.Start(ctx.Done())
 }
-
-// WaitForCacheSync waits for every started informer to sync, and reports
-// whether all did before ctx ended.
-func (c ControllerContext) WaitForCacheSync(ctx context.Context) bool {
-	for _, synced := range c.InformerFactory.WaitForCacheSync(ctx.Done()) {
-		if !synced {
-			return false
-		}
-	}
-	for _, synced := range c.ScaleplaneInformerFactory.WaitForCacheSync(ctx.Done()) {
-		if !synced {
-			return false
-		}
-	}
-	return true
-}

@@ -24,10 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Controller is a started controller. Run blocks until ctx ends.
+// Controller is a started controller. Run blocks until ctx ends. HasSynced
+// says whether the caches it reads have synced: the manager waits for them,
+// and only them, before it runs the controller (see startController).
 type Controller interface {
 	Name() string
 	Run(ctx context.Context)
+	HasSynced() bool
 }
 
 // InitFunc builds a controller: it registers the informers the controller

@@ -27,6 +27,7 @@ type fakeController struct{ name string }
 
 func (c fakeController) Name() string        { return c.name }
 func (c fakeController) Run(context.Context) {}
+func (c fakeController) HasSynced() bool     { return true }
 
 func testDescriptor(name string, disabledByDefault bool, aliases ...string) *ControllerDescriptor {
 	return &ControllerDescriptor{

@@ -27,6 +27,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -134,8 +135,11 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		checks.setControllerState(d.name, err, err.Error())
 		return
 	}
+	// The controller's own caches, not every informer the shared
+	// factories started: another controller's that cannot sync (its RBAC
+	// missing, say) must not hold this one back.
 	checks.setControllerState(d.name, nil, "waiting for informer caches to sync")
-	if !controllerCtx.WaitForCacheSync(ctx) {
+	if !cache.WaitForCacheSync(ctx.Done(), controller.HasSynced) {
 		return
 	}
 	checks.setControllerState(d.name, nil, "")

@@ -18,12 +18,18 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -85,13 +91,54 @@ func TestControllersAreBuiltApartFromEachOthersInformerStart(t *testing.T) {
 	<-done
 }
 
-// ranController says that the manager ran it.
+// A controller waits for its own caches only. Another controller's informer
+// that cannot list (its RBAC not granted, its API gone) must not hold it
+// back: the manager used to wait for every informer the shared factories
+// had started, so with --controllers=* a cron-scaler built after a resizer
+// whose Deployments were forbidden never ran.
+func TestControllerWaitsForItsOwnCachesOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
+	defer cancel()
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("list", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("not granted"))
+	})
+	controllerCtx := fakeControllerContext(kube, kube, fake.NewSimpleClientset())
+	// Started by a controller built before: it never syncs.
+	controllerCtx.InformerFactory.Apps().V1().Deployments().Informer()
+	controllerCtx.StartInformers(ctx)
+
+	ran := make(chan struct{})
+	descriptors := buildControllerDescriptors(&ControllerDescriptor{name: "own", initFunc: func(ctx context.Context, controllerCtx ControllerContext) (Controller, error) {
+		informer := controllerCtx.InformerFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		return ranController{name: "own", ran: ran, synced: informer.HasSynced}, nil
+	}})
+	checks := newHealthChecks()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runControllers(ctx, controllerCtx, descriptors, []string{"*"}, checks)
+	}()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Error("the controller did not run while another controller's informer could not sync")
+	}
+	cancel()
+	<-done
+}
+
+// ranController says that the manager ran it; synced is its caches' sync,
+// none when nil.
 type ranController struct {
-	name string
-	ran  chan struct{}
+	name   string
+	ran    chan struct{}
+	synced cache.InformerSynced
 }
 
 func (c ranController) Name() string { return c.name }
+
+func (c ranController) HasSynced() bool { return c.synced == nil || c.synced() }
 
 func (c ranController) Run(ctx context.Context) {
 	close(c.ran)

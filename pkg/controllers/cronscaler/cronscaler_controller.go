@@ -276,3 +276,6 @@ func failureRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 
 // Name returns the controller's name.
 func (c *Controller) Name() string { return Name }
+
+// HasSynced says whether the caches the controller reads have synced.
+func (c *Controller) HasSynced() bool { return c.synced() }

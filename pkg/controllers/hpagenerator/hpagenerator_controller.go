@@ -211,6 +211,16 @@ func ptrTo[T any](v T) *T { return &v }
 // Name returns the controller's name.
 func (c *Controller) Name() string { return Name }
 
+// HasSynced says whether the caches the controller reads have synced.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Run starts the workers and blocks until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()

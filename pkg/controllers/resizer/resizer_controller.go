@@ -188,6 +188,16 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 // Name returns the controller's name.
 func (c *Controller) Name() string { return Name }
 
+// HasSynced says whether the caches the controller reads have synced.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Run starts the workers and blocks until ctx ends; then it stops the
 // workers and the informers it started itself.
 func (c *Controller) Run(ctx context.Context) {
