@@ -35,10 +35,15 @@ limitations under the License.
 // host cluster pulls it. scaleplane's images are not published to any
 // registry yet (`make images` builds them), so no default would pull.
 //
+// -controllers is what the sidecar and the companion run: the cron-scaler
+// alone by default; cron-scaler,hpa-generator,resizer for LeaderWorkerSets
+// and add-ons sized per member cluster. The cron-scaler must be in it, since
+// the patches switch Karmada's cron controller off.
+//
 // Usage:
 //
 //	kubectl -n karmada-system get deployment karmada-controller-manager -o yaml > kcm.yaml
-//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image <registry>/scaleplane-controller-manager:<tag>
+//	go run ./cmd/karmada-patch -f kcm.yaml -o karmada-patches -image <registry>/scaleplane-controller-manager:<tag> [-controllers=cron-scaler,hpa-generator,resizer]
 package main
 
 import (
@@ -48,6 +53,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
@@ -69,7 +75,14 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 	out := fs.String("o", "karmada-patches", "directory to write the patches and values to")
 	image := fs.String("image", "", "scaleplane-controller-manager image (repository:tag) of the sidecar and the companion, where your host cluster pulls it from; required: "+
 		"the images are not published, `make images` builds them (e.g. "+karmadaadoption.DefaultImage+", pushed to your registry)")
+	controllerList := fs.String("controllers", karmadaadoption.CronScaler, "the controllers the sidecar and the companion run, comma-separated: "+
+		strings.Join(karmadaadoption.Controllers, ", ")+"; the cron-scaler always, in place of Karmada's cron controller "+
+		"(docs/karmada/leaderworkerset.md and addons.md add hpa-generator and resizer)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	controllers, err := karmadaadoption.ParseControllers(*controllerList)
+	if err != nil {
 		return err
 	}
 	if *image == "" {
@@ -80,7 +93,6 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 		return err
 	}
 	var data []byte
-	var err error
 	if *file == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
@@ -170,7 +182,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 		// a sidecar would be gone at the next one.
 		fmt.Fprintln(stderr, "no sidecar.yaml: karmada-operator replaces the whole Deployment on every reconcile; use the companion Deployment")
 	} else {
-		sidecar, err := in.SidecarPatch(*image)
+		sidecar, err := in.SidecarPatch(*image, controllers)
 		if err != nil {
 			return err
 		}
@@ -178,7 +190,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) error {
 			return err
 		}
 	}
-	companion, err := in.CompanionValues(*image)
+	companion, err := in.CompanionValues(*image, controllers)
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,10 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,6 +104,57 @@ func TestImageReachesSidecarAndCompanion(t *testing.T) {
 	}
 	if got := values.ControllerManager.Image; got.Repository+":"+got.Tag != testImage {
 		t.Errorf("companion-values.yaml image %+v, want %s", got, testImage)
+	}
+}
+
+// TestControllersReachSidecarAndCompanion: -controllers is the sidecar's
+// --controllers and the companion's controllerManager.controllers; by
+// default the cron-scaler alone; a list without it, or with a name the
+// manager does not know, is refused before anything is written.
+func TestControllersReachSidecarAndCompanion(t *testing.T) {
+	for _, tc := range []struct {
+		flag []string
+		want []string
+	}{
+		{nil, []string{"cron-scaler"}},
+		{[]string{"-controllers", "resizer, cron-scaler,hpa-generator"}, []string{"cron-scaler", "hpa-generator", "resizer"}},
+	} {
+		dir, stderr, err := runPatch(t, append([]string{"-f", karmadactlDeployment, "-image", testImage}, tc.flag...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tc.flag, err, stderr)
+		}
+		var sidecar appsv1.Deployment
+		if err := yaml.Unmarshal(readFile(t, dir, "sidecar.yaml"), &sidecar); err != nil {
+			t.Fatal(err)
+		}
+		if args := sidecar.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--controllers="+strings.Join(tc.want, ",")) {
+			t.Errorf("%v: sidecar.yaml args %q, want --controllers=%s", tc.flag, args, strings.Join(tc.want, ","))
+		}
+		var values struct {
+			ControllerManager struct {
+				Controllers []string `json:"controllers"`
+			} `json:"controllerManager"`
+		}
+		if err := yaml.Unmarshal(readFile(t, dir, "companion-values.yaml"), &values); err != nil {
+			t.Fatal(err)
+		}
+		if got := values.ControllerManager.Controllers; !slices.Equal(got, tc.want) {
+			t.Errorf("%v: companion-values.yaml controllers %q, want %q", tc.flag, got, tc.want)
+		}
+	}
+	for flag, want := range map[string]string{
+		"hpa-generator,resizer":  "leaves out cron-scaler",
+		"cron-scaler,autoscaler": `unknown controller "autoscaler"`,
+		"cron-scaler,":           `unknown controller ""`,
+	} {
+		dir := filepath.Join(t.TempDir(), "out")
+		err := run([]string{"-f", karmadactlDeployment, "-image", testImage, "-o", dir, "-controllers", flag}, strings.NewReader(""), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("-controllers=%s: got %v, want an error saying %q", flag, err, want)
+		}
+		if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
+			t.Errorf("-controllers=%s: %s was written: %v", flag, dir, statErr)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -50,6 +51,10 @@ const (
 	// cron controller off. The "*" keeps the others as they were when the
 	// command had no --controllers (a list without "*" enables nothing).
 	CronOffFlag = "--controllers=*,-" + CronController
+
+	// CronScaler is scaleplane's cron controller, which takes the place of
+	// Karmada's: the sidecar and the companion run it, whatever else.
+	CronScaler = "cron-scaler"
 
 	// SidecarName is the container the sidecar patch adds.
 	SidecarName = "scaleplane-controller-manager"
@@ -353,12 +358,42 @@ func marshalPatch(ops []jsonPatchOp) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
+// Controllers are the controllers of scaleplane's controller manager, as its
+// --controllers names them (a test holds them to its registry).
+var Controllers = []string{CronScaler, "hpa-generator", "resizer"}
+
+// ParseControllers reads karmada-patch's -controllers: a comma-separated
+// list of Controllers, the cron-scaler among them, since the patches switch
+// Karmada's cron controller off and something must run in its place. The
+// list comes back in the order of Controllers, without repeats.
+func ParseControllers(list string) ([]string, error) {
+	asked := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(Controllers, name) {
+			return nil, fmt.Errorf("-controllers: unknown controller %q: the controllers are %s", name, strings.Join(Controllers, ", "))
+		}
+		asked[name] = true
+	}
+	if !asked[CronScaler] {
+		return nil, fmt.Errorf("-controllers=%s leaves out %s: the patches switch Karmada's cron controller off, and %s runs in its place", list, CronScaler, CronScaler)
+	}
+	var out []string
+	for _, name := range Controllers {
+		if asked[name] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // SidecarContainer is scaleplane's controller manager as a second
 // container of Karmada's pod: Karmada's kubeconfig through Karmada's own
-// volume (same mount path and subPath, read-only), the cron-scaler only,
-// its own Lease next to Karmada's, a port of its own, the restricted Pod
-// Security settings on the container since the pod's are Karmada's.
-func (in *Install) SidecarContainer(image string) corev1.Container {
+// volume (same mount path and subPath, read-only), the controllers given
+// (see ParseControllers), its own Lease next to Karmada's, a port of its
+// own, the restricted Pod Security settings on the container since the
+// pod's are Karmada's.
+func (in *Install) SidecarContainer(image string, controllers []string) corev1.Container {
 	mount := in.Mount
 	mount.ReadOnly = true
 	return corev1.Container{
@@ -367,7 +402,7 @@ func (in *Install) SidecarContainer(image string) corev1.Container {
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args: []string{
 			"--kubeconfig=" + in.Kubeconfig,
-			"--controllers=cron-scaler",
+			"--controllers=" + strings.Join(controllers, ","),
 			"--leader-elect=true",
 			"--leader-elect-resource-namespace=" + in.LeaseNamespace,
 			"--leader-elect-resource-name=" + LeaseName,
@@ -427,9 +462,9 @@ func (in *Install) ownsDefaultContainer() bool {
 // of an installer's manifest that changed Karmada's container reorders the
 // list again (kubectl apply of the hack manifest does: see
 // test/integration/karmada). The annotation does not depend on the order.
-func (in *Install) SidecarPatch(image string) ([]byte, error) {
+func (in *Install) SidecarPatch(image string, controllers []string) ([]byte, error) {
 	template := map[string]any{"spec": map[string]any{
-		"containers": []corev1.Container{in.SidecarContainer(image)},
+		"containers": []corev1.Container{in.SidecarContainer(image, controllers)},
 	}}
 	if in.ownsDefaultContainer() {
 		template["metadata"] = map[string]any{"annotations": map[string]string{DefaultContainerAnnotation: in.Container.Name}}
@@ -469,7 +504,7 @@ func SplitImage(image string) (repository, tag string, err error) {
 // Deployment: installed in the Deployment's namespace (where the Secret is),
 // running image, talking to karmada-apiserver with Karmada's kubeconfig, its
 // Lease next to Karmada's on karmada-apiserver.
-func (in *Install) CompanionValues(image string) ([]byte, error) {
+func (in *Install) CompanionValues(image string, controllers []string) ([]byte, error) {
 	repository, tag, err := SplitImage(image)
 	if err != nil {
 		return nil, err
@@ -481,13 +516,13 @@ controllerManager:
   image:
     repository: %q
     tag: %q
-  controllers: [cron-scaler]
+  controllers: [%s]
   kubeconfig:
     secretName: %s
     key: %s
   leaderElection:
     namespace: %s
-`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, repository, tag, in.SecretName, in.SecretKey, in.LeaseNamespace), nil
+`, in.Deployment.Namespace, in.Deployment.Name, in.Deployment.Namespace, repository, tag, strings.Join(controllers, ", "), in.SecretName, in.SecretKey, in.LeaseNamespace), nil
 }
 
 // controllersSetting is the value of --controllers the installer's own

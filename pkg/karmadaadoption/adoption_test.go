@@ -100,7 +100,7 @@ func TestInspectFindsTheKubeconfig(t *testing.T) {
 			t.Errorf("Inspect: secret %s key %s lease %s cron %v; want %s %s karmada-system true",
 				in.SecretName, in.SecretKey, in.LeaseNamespace, in.CronEnabled, tc.secret, tc.key)
 		}
-		if got := in.SidecarContainer(DefaultImage).VolumeMounts[0]; got.SubPath != tc.d.Spec.Template.Spec.Containers[0].VolumeMounts[0].SubPath || !got.ReadOnly {
+		if got := in.SidecarContainer(DefaultImage, []string{CronScaler}).VolumeMounts[0]; got.SubPath != tc.d.Spec.Template.Spec.Containers[0].VolumeMounts[0].SubPath || !got.ReadOnly {
 			t.Errorf("sidecar mount %+v", got)
 		}
 	}
@@ -168,7 +168,7 @@ func TestSidecarKeepsKarmadaTheDefaultContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0")
+	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0", []string{CronScaler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSidecarKeepsTheUsersDefaultContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0")
+	patch, err := in.SidecarPatch("registry.test/scaleplane-controller-manager:v0.1.0", []string{CronScaler})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,12 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
+	"github.com/scaleplane/scaleplane/pkg/karmadaadoption"
 )
 
 // TestEveryRegisteredControllerIsWiredUp walks the registry and checks the
@@ -68,5 +70,9 @@ func TestEveryRegisteredControllerIsWiredUp(t *testing.T) {
 				t.Errorf("docs/architecture.md has no data path for **%s**", name)
 			}
 		})
+	}
+	// karmada-patch -controllers accepts the registry's names, no more.
+	if got, want := karmadaadoption.Controllers, KnownControllers(descriptors); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("karmadaadoption.Controllers = %q, the registry's controllers %q", got, want)
 	}
 }

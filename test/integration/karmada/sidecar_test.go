@@ -86,7 +86,7 @@ func TestStaticSidecarPatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		printed, err := in.SidecarPatch(karmadaadoption.DefaultImage)
+		printed, err := in.SidecarPatch(karmadaadoption.DefaultImage, []string{karmadaadoption.CronScaler})
 		if err != nil {
 			t.Fatal(err)
 		}

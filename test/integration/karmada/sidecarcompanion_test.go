@@ -27,8 +27,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scaleplane/scaleplane/pkg/karmadaadoption"
@@ -105,9 +107,57 @@ func testSidecar(t *testing.T, cp *framework.ControlPlane, in installer) {
 	}
 	runContainer(t, cp, patched, sidecarOf(patched))
 	checkLeaseLine(t, s)
+	checkSidecarReapplied(t, cp, original, patched)
 	s.run(fmt.Sprintf("kubectl -n %s patch deployment %s --patch-file karmada-patches/sidecar-remove.yaml", original.Namespace, original.Name))
 	if sb, sa := stored(t, original), stored(t, get(t, cp, original.Namespace, original.Name)); sb != sa {
 		t.Errorf("sidecar-remove.yaml did not restore the original:\nwant %s\ngot  %s", sb, sa)
+	}
+}
+
+// checkSidecarReapplied: the sidecar patch of karmada-patch
+// -controllers=cron-scaler,hpa-generator,resizer, applied over the sidecar
+// as docs/karmada/leaderworkerset.md says (a strategic merge, as kubectl
+// patch makes), replaces the container's --controllers and changes nothing
+// else; Karmada's container is untouched.
+func checkSidecarReapplied(t *testing.T, cp *framework.ControlPlane, original, patched *appsv1.Deployment) {
+	t.Helper()
+	in, err := karmadaadoption.Inspect(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Clone(karmadaadoption.Controllers)
+	patch, err := in.SidecarPatch(sidecarOf(patched).Image, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cp.KubeClient().AppsV1().Deployments(original.Namespace).Patch(context.Background(), original.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("applying the sidecar patch with every controller over the sidecar: %v", err)
+	}
+	want := sidecarOf(patched).DeepCopy()
+	for i, a := range want.Args {
+		if strings.HasPrefix(a, "--controllers=") {
+			want.Args[i] = "--controllers=" + strings.Join(all, ",")
+		}
+	}
+	if got := sidecarOf(again); got == nil || !equality.Semantic.DeepEqual(got, want) {
+		g, _ := yaml.Marshal(got)
+		w, _ := yaml.Marshal(want)
+		t.Errorf("the sidecar after the patch with every controller:\n%s\nwant:\n%s", g, w)
+	}
+	if n, m := len(again.Spec.Template.Spec.Containers), len(patched.Spec.Template.Spec.Containers); n != m {
+		t.Errorf("%d containers after the patch with every controller, %d before", n, m)
+	}
+	karmada := func(d *appsv1.Deployment) *corev1.Container {
+		for i := range d.Spec.Template.Spec.Containers {
+			if c := &d.Spec.Template.Spec.Containers[i]; c.Name == in.Container.Name {
+				return c
+			}
+		}
+		return nil
+	}
+	if got, want := karmada(again), karmada(original); got == nil || !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("the patch with every controller changed Karmada's container %s", in.Container.Name)
 	}
 }
 
