@@ -11,6 +11,8 @@
 #       values charts/scaleplane/values-karmada.yaml, without the server
 #   artifacts/deploy/karmada/leaderworkerset-interpreter.yaml (karmada-apiserver)
 #       the same render, with karmada.leaderWorkerSetInterpreter.enabled
+#   artifacts/deploy/kubectl-plugin/rbac.yaml, artifacts/deploy/karmada/kubectl-plugin-rbac.yaml
+#       the plugin's reader ClusterRole, for a cluster and for karmada-apiserver
 #
 # Each chart template lands in one file (the table below); a template this
 # script does not know fails the run, so nothing the chart gains is silently
@@ -39,6 +41,7 @@ PLAIN=(
   "webhook-service.yaml|webhook/service.yaml"
   "webhook-deployment.yaml|webhook/deployment.yaml"
   "webhook-configuration.yaml|webhook/validatingwebhookconfiguration.yaml"
+  "kubectl-plugin-rbac.yaml|kubectl-plugin/rbac.yaml"
 )
 KARMADA_HOST=(
   "webhook-serviceaccount.yaml|karmada/webhook.yaml"
@@ -48,6 +51,7 @@ KARMADA_HOST=(
 KARMADA_APISERVER=(
   "webhook-configuration.yaml|karmada/webhook-configuration.yaml"
   "karmada-leaderworkerset-interpreter.yaml|karmada/leaderworkerset-interpreter.yaml"
+  "kubectl-plugin-rbac.yaml|karmada/kubectl-plugin-rbac.yaml"
 )
 
 TMP="$(mktemp -d)"
@@ -105,7 +109,8 @@ main() {
   local plain="${SCALEPLANE_ROOT}/hack/manifests-values.yaml" karmada="${CHART}/values-karmada.yaml"
   render plain scaleplane-system "${plain}"
   # values-karmada.yaml is for Helm users too: the plain files say kubectl.
-  render karmada-host karmada-system "${karmada}" --set managedBy=kubectl --set webhook.configuration.enabled=false
+  render karmada-host karmada-system "${karmada}" --set managedBy=kubectl --set webhook.configuration.enabled=false \
+    --set kubectlPlugin.clusterRole=false
   render karmada-apiserver karmada-system "${karmada}" --set managedBy=kubectl --set webhook.server.enabled=false \
     --set karmada.leaderWorkerSetInterpreter.enabled=true
   emit plain "${plain}" "${PLAIN[@]}"

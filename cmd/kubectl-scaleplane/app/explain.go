@@ -72,6 +72,9 @@ type Explanation struct {
 	Federation     string               `json:"federation,omitempty"`
 	OverridePolicy string               `json:"overridePolicy,omitempty"`
 	Clusters       []ClusterExplanation `json:"clusters,omitempty"`
+	// Warnings say what could not be read, and what the explanation
+	// assumed instead.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ResourceExplanation is one managed resource's estimate and band.
@@ -224,7 +227,7 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 			}
 			inplaceresize.HeldView(&container.Resources, managed, status.InPlace.Resources, e.SetLimits)
 		}
-		if e.Pods, err = explainPods(ctx, c, ns, ar, selector); err != nil {
+		if e.Pods, e.Warnings, err = explainPods(ctx, c, ns, ar, selector); err != nil {
 			return Explanation{}, err
 		}
 	}
@@ -460,7 +463,14 @@ func printExplanation(w io.Writer, e Explanation) error {
 		}
 	}
 	if e.Federation == string(scaleplanev1alpha1.FederationKarmada) {
-		return printClusters(w, e)
+		if err := printClusters(w, e); err != nil {
+			return err
+		}
+	}
+	for _, warning := range e.Warnings {
+		if _, err := fmt.Fprintf(w, "WARNING: %s\n", warning); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -106,24 +106,29 @@ var controllerPodStates = map[string]string{
 // the size status.inPlace holds: each pod classified by the resizer's rule,
 // its node's readiness, and the pacing (at most inplaceresize.MaxInFlight
 // mid-resize, pods taken by name, a pod mid-resize at an older size first).
-func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alpha1.AddonResizer, selector *metav1.LabelSelector) ([]PodExplanation, error) {
+//
+// It warns when the nodes cannot be read (a RoleBinding of the plugin's
+// ClusterRole grants no cluster-scoped Nodes): their pods are then shown as
+// on Ready nodes, which may not be what the resizer sees.
+func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alpha1.AddonResizer, selector *metav1.LabelSelector) ([]PodExplanation, []string, error) {
 	held := ar.Status.InPlace
 	if held == nil || selector == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
-		return nil, fmt.Errorf("the target's selector: %w", err)
+		return nil, nil, fmt.Errorf("the target's selector: %w", err)
 	}
 	list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return nil, fmt.Errorf("listing the target's pods: %w", err)
+		return nil, nil, fmt.Errorf("listing the target's pods: %w", err)
 	}
 	pods := list.Items
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	size := inplaceresize.Size{Requests: held.Resources.Requests, Limits: held.Resources.Limits}
 	cond := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized)
 	nodes := map[string]*corev1.NodeCondition{}
+	var unreadable error
 	notReady := func(name string) *corev1.NodeCondition {
 		if cached, ok := nodes[name]; ok {
 			return cached
@@ -137,7 +142,9 @@ func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alp
 					out = &cd
 				}
 			}
-		} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		} else if apierrors.IsForbidden(err) {
+			unreadable = err
+		} else if !apierrors.IsNotFound(err) {
 			return nil
 		}
 		nodes[name] = out
@@ -208,7 +215,12 @@ func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alp
 			x.Next = podNext(x.State, x.Node)
 		}
 	}
-	return out, nil
+	var warnings []string
+	if unreadable != nil {
+		warnings = append(warnings, fmt.Sprintf("nodes cannot be read (%v): every pod's node is shown as Ready; "+
+			"a ClusterRoleBinding of scaleplane:kubectl-plugin grants get on Nodes", unreadable))
+	}
+	return out, warnings, nil
 }
 
 // podNext says what the resizer does with a pod in state, as docs/resizer.md

@@ -24,6 +24,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -171,6 +172,40 @@ func TestExplainPodsInPlace(t *testing.T) {
 		if !strings.Contains(table, s) {
 			t.Errorf("explain's table does not say %q:\n%s", s, table)
 		}
+	}
+	checkExplainWithoutNodes(t, cp, ns)
+}
+
+// checkExplainWithoutNodes: bound to the plugin's ClusterRole by a
+// RoleBinding in the namespace alone, as docs/kubectl-plugin.md shows, the
+// plugin cannot read Nodes. explain still answers, and says that it took
+// every node as Ready, instead of showing addon-2 as resized next without a
+// word.
+func checkExplainWithoutNodes(t *testing.T, cp *framework.ControlPlane, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	kube := cp.KubeClient()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "team-reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scaleplane-plugin-readers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scaleplane:kubectl-plugin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "team-reader"}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's reader, bound cluster-wide, applied the ClusterRole.
+	readerKubeconfig(t, cp)
+	asTeam := cp.ServiceAccountKubeconfig(t, ns, "team-reader")
+	e := decode[app.Explanation](t, kubectlScaleplaneAs(t, asTeam, "explain", "addonresizer", "addon", "-n", ns, "-o", "json"))
+	if len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "nodes cannot be read") {
+		t.Errorf("explain without Nodes warns %q; want that nodes cannot be read", e.Warnings)
+	}
+	table := string(kubectlScaleplaneAs(t, asTeam, "explain", "addonresizer", "addon", "-n", ns))
+	if !strings.Contains(table, "WARNING: nodes cannot be read") {
+		t.Errorf("explain's table without Nodes has no warning:\n%s", table)
 	}
 }
 

@@ -20,22 +20,30 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/scaleplane/scaleplane/cmd/kubectl-scaleplane/app"
+	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
@@ -81,6 +89,12 @@ func applyExamples(t *testing.T, cp *framework.ControlPlane, ns string, dirs ...
 // kubectl finds kubectl-scaleplane (built from the working tree) on PATH.
 func kubectlScaleplane(t *testing.T, cp *framework.ControlPlane, args ...string) []byte {
 	t.Helper()
+	return kubectlScaleplaneAs(t, readerKubeconfig(t, cp), args...)
+}
+
+// kubectlScaleplaneAs is kubectlScaleplane with the kubeconfig given.
+func kubectlScaleplaneAs(t *testing.T, kubeconfig string, args ...string) []byte {
+	t.Helper()
 	plugin, err := framework.Binary("kubectl-scaleplane")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +103,7 @@ func kubectlScaleplane(t *testing.T, cp *framework.ControlPlane, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(kubectl, append([]string{"scaleplane", "--kubeconfig", cp.KubeconfigPath()}, args...)...)
+	cmd := exec.Command(kubectl, append([]string{"scaleplane", "--kubeconfig", kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -98,6 +112,89 @@ func kubectlScaleplane(t *testing.T, cp *framework.ControlPlane, args ...string)
 		t.Fatalf("kubectl scaleplane %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return out
+}
+
+// The plugin runs as this service account, bound to the shipped
+// scaleplane:kubectl-plugin ClusterRole alone: every command these tests run
+// shows that the role is enough.
+const readerNamespace, readerName = "scaleplane-plugin", "reader"
+
+var (
+	readerOnce sync.Once
+	readerErr  error
+)
+
+// readerKubeconfig returns a kubeconfig of the plugin's reader, made once per
+// control plane: artifacts/deploy/kubectl-plugin/rbac.yaml applied as a
+// cluster admin would, and a ClusterRoleBinding to the service account.
+func readerKubeconfig(t *testing.T, cp *framework.ControlPlane) string {
+	t.Helper()
+	readerOnce.Do(func() { readerErr = bindReader(cp) })
+	if readerErr != nil {
+		t.Fatal(readerErr)
+	}
+	return cp.ServiceAccountKubeconfig(t, readerNamespace, readerName)
+}
+
+func bindReader(cp *framework.ControlPlane) error {
+	ctx := context.Background()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	kubectl, err := framework.Binary("kubectl")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command(kubectl, "--kubeconfig", cp.KubeconfigPath(), "apply", "-f", filepath.Join(root, "artifacts/deploy/kubectl-plugin/rbac.yaml")).CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -f artifacts/deploy/kubectl-plugin/rbac.yaml: %w\n%s", err, out)
+	}
+	kube := cp.KubeClient()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: readerNamespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", readerNamespace, err)
+	}
+	if _, err := kube.CoreV1().ServiceAccounts(readerNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: readerName}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating service account %s/%s: %w", readerNamespace, readerName, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaleplane-plugin-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scaleplane:kubectl-plugin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: readerNamespace, Name: readerName}},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("binding scaleplane:kubectl-plugin: %w", err)
+	}
+	return nil
+}
+
+// TestReaderRoleGrantsNoMore: the role the plugin runs with in these tests
+// reads, and does nothing else.
+func TestReaderRoleGrantsNoMore(t *testing.T) {
+	cp := framework.Get(t)
+	ns := cp.CreateNamespace(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", readerKubeconfig(t, cp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	refused := map[string]error{
+		"list Secrets":      func() error { _, err := kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }(),
+		"delete Deployment": kube.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}),
+		"create ConfigMap": func() error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		}(),
+		"create CronFederatedHPA": func() error {
+			_, err := versioned.NewForConfigOrDie(cfg).AutoscalingV1alpha1().CronFederatedHPAs(ns).Create(ctx, &autoscalingv1alpha1.CronFederatedHPA{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		}(),
+	}
+	for what, err := range refused {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the plugin's reader: got %v, want forbidden", what, err)
+		}
+	}
 }
 
 func decode[T any](t *testing.T, data []byte) T {

@@ -33,7 +33,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -42,7 +41,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -108,25 +106,10 @@ func applyManifests(t *testing.T, cp *framework.ControlPlane) {
 // authenticate as the controller manager's service account.
 func serviceAccountConfig(t *testing.T, cp *framework.ControlPlane) (*rest.Config, string) {
 	t.Helper()
-	ctx := context.Background()
-	tr, err := cp.KubeClient().CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, serviceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}},
-		metav1.CreateOptions{})
+	path := cp.ServiceAccountKubeconfig(t, systemNamespace, serviceAccount)
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		t.Fatalf("requesting a token for %s/%s: %v", systemNamespace, serviceAccount, err)
-	}
-	admin := cp.Config()
-	cfg := rest.AnonymousClientConfig(admin)
-	cfg.BearerToken = tr.Status.Token
-
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData, CertificateAuthority: admin.CAFile}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "sa"}
-	kc.CurrentContext = "sa"
-	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatalf("writing the service account kubeconfig: %v", err)
+		t.Fatalf("reading the service account kubeconfig: %v", err)
 	}
 	return cfg, path
 }

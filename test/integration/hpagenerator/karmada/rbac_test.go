@@ -17,19 +17,12 @@ limitations under the License.
 package karmada
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
@@ -63,7 +56,7 @@ func TestShippedRBAC(t *testing.T) {
 			t.Fatalf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
 	}
-	m := framework.StartManager(t, serviceAccountKubeconfig(t, cp, "scaleplane-system", "scaleplane-controller-manager"), "hpa-generator")
+	m := framework.StartManager(t, cp.ServiceAccountKubeconfig(t, "scaleplane-system", "scaleplane-controller-manager"), "hpa-generator")
 	waitLog(t, m, "The hpa-generator keeps one autoscaler", "FederatedHPA", "Auto: the API server is a Karmada control plane")
 
 	lws := createLWS(t, cp, leaderWorkerSet(ns, "llm", &lwsv1.ScalePolicy{MaxReplicas: 3, Metrics: []autoscalingv2.MetricSpec{cpuMetric(50)}}))
@@ -81,27 +74,4 @@ func TestShippedRBAC(t *testing.T) {
 			t.Errorf("the manager was refused something with the shipped RBAC: %s", line)
 		}
 	}
-}
-
-// serviceAccountKubeconfig writes a kubeconfig that authenticates as the
-// service account, with a token from the TokenRequest API.
-func serviceAccountKubeconfig(t *testing.T, cp *framework.ControlPlane, namespace, name string) string {
-	t.Helper()
-	tr, err := cp.KubeClient().CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(time.Hour.Seconds()))}},
-		metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for %s/%s: %v", namespace, name, err)
-	}
-	admin := cp.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData, CertificateAuthority: admin.CAFile}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "sa"}
-	kc.CurrentContext = "sa"
-	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatalf("writing the service account kubeconfig: %v", err)
-	}
-	return path
 }
