@@ -109,10 +109,10 @@ main() {
   local plain="${SCALEPLANE_ROOT}/hack/manifests-values.yaml" karmada="${CHART}/values-karmada.yaml"
   render plain scaleplane-system "${plain}"
   # values-karmada.yaml is for Helm users too: the plain files say kubectl.
-  render karmada-host karmada-system "${karmada}" --set managedBy=kubectl --set webhook.configuration.enabled=false \
-    --set kubectlPlugin.clusterRole=false
+  render karmada-host karmada-system "${karmada}" --set managedBy=kubectl --set webhook.configuration.enabled=false
   render karmada-apiserver karmada-system "${karmada}" --set managedBy=kubectl --set webhook.server.enabled=false \
-    --set karmada.leaderWorkerSetInterpreter.enabled=true
+    --set karmada.leaderWorkerSetInterpreter.enabled=true \
+    --set kubectlPlugin.clusterRole=true
   emit plain "${plain}" "${PLAIN[@]}"
   emit karmada-host "${karmada}" "${KARMADA_HOST[@]}"
   emit karmada-apiserver "${karmada}" "${KARMADA_APISERVER[@]}"
