@@ -41,6 +41,9 @@ var (
 	spawnRequests chan spawnRequest
 )
 
+// startLine begins the line a process's log starts with: the command.
+const startLine = "### "
+
 func startOnSpawnerThread(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {
 		spawnRequests = make(chan spawnRequest)
@@ -65,7 +68,7 @@ func startProcess(dir, name, binary string, args []string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
-	fmt.Fprintf(logFile, "### %s %s\n", binary, strings.Join(args, " "))
+	fmt.Fprintf(logFile, "%s%s %s\n", startLine, binary, strings.Join(args, " "))
 
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir

@@ -18,6 +18,7 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -46,15 +47,25 @@ func WaitObject[T any](t testing.TB, timeout time.Duration, what string, get fun
 	return obj
 }
 
-// WaitLog waits until a line of the manager's log holds every one of want.
-func (m *Manager) WaitLog(t testing.TB, timeout time.Duration, want ...string) {
+// WaitLog waits until a line the process logged holds every one of want.
+// A log is shared by the starts in its directory: only what follows the
+// last start line counts, so p must be the last process started there. It
+// fails at once, with the log's tail, if the process exited.
+func (p *Process) WaitLog(t testing.TB, timeout time.Duration, want ...string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		data, err := os.ReadFile(m.LogPath())
+		if p.Exited() {
+			return false, fmt.Errorf("the process exited:\n%s", p.Tail(50))
+		}
+		data, err := os.ReadFile(p.LogPath())
 		if err != nil {
 			return false, err
 		}
-		for _, line := range strings.Split(string(data), "\n") {
+		own := string(data)
+		if i := strings.LastIndex(own, startLine); i >= 0 {
+			own = own[i:]
+		}
+		for _, line := range strings.Split(own, "\n") {
 			if containsAll(line, want) {
 				return true, nil
 			}
@@ -62,7 +73,7 @@ func (m *Manager) WaitLog(t testing.TB, timeout time.Duration, want ...string) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no line with %q in the manager's log: %v", want, err)
+		t.Fatalf("no line with %q in the log of %s: %v", want, p.LogPath(), err)
 	}
 }
 

@@ -148,15 +148,7 @@ func checkSidecarReapplied(t *testing.T, cp *framework.ControlPlane, original, p
 	if n, m := len(again.Spec.Template.Spec.Containers), len(patched.Spec.Template.Spec.Containers); n != m {
 		t.Errorf("%d containers after the patch with every controller, %d before", n, m)
 	}
-	karmada := func(d *appsv1.Deployment) *corev1.Container {
-		for i := range d.Spec.Template.Spec.Containers {
-			if c := &d.Spec.Template.Spec.Containers[i]; c.Name == in.Container.Name {
-				return c
-			}
-		}
-		return nil
-	}
-	if got, want := karmada(again), karmada(original); got == nil || !equality.Semantic.DeepEqual(got, want) {
+	if got, want := container(t, again, in.Container.Name), container(t, original, in.Container.Name); !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("the patch with every controller changed Karmada's container %s", in.Container.Name)
 	}
 }

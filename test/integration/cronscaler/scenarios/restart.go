@@ -18,15 +18,12 @@ package scenarios
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -119,7 +116,7 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	// have fired when it logs the requeue for the next slot (-v=4): the
 	// sync fires, then plans the requeue.
 	third := startManager(t, logDir, cp.KubeconfigPath(), "-v=4")
-	waitForLogLine(t, third, 30*time.Second, "Requeued until the next firing", ns+"/restart")
+	third.WaitLog(t, 30*time.Second, "Requeued until the next firing", ns+"/restart")
 	if time.Now().After(slot.Add(55 * time.Second)) {
 		t.Fatalf("too close to the next slot to tell a repeat from the next firing")
 	}
@@ -133,43 +130,4 @@ func RestartAppliesMissedSlotOnce(t *testing.T, cp *framework.ControlPlane) {
 	if h := obj.Status.ExecutionHistories[0]; len(h.SuccessfulExecutions) != 1 || !lastHandled(&h).Equal(slot) {
 		t.Errorf("history after the second restart = %+v", h)
 	}
-}
-
-// waitForLogLine waits until a line that p logged holds every one of want.
-// The log is shared by the starts in its directory: only what follows the
-// last start line counts, so p must be the last process started there.
-func waitForLogLine(t *testing.T, p *framework.Process, timeout time.Duration, want ...string) {
-	t.Helper()
-	startLine := "### "
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if p.Exited() {
-			return false, fmt.Errorf("the controller manager exited:\n%s", p.Tail(50))
-		}
-		data, err := os.ReadFile(p.LogPath())
-		if err != nil {
-			return false, err
-		}
-		own := string(data)
-		if i := strings.LastIndex(own, startLine); i >= 0 {
-			own = own[i:]
-		}
-		for _, line := range strings.Split(own, "\n") {
-			if containsAll(line, want) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no line with %q in the controller manager's log: %v", want, err)
-	}
-}
-
-func containsAll(s string, parts []string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
 }
