@@ -130,7 +130,8 @@ func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alp
 	nodes := map[string]*corev1.NodeCondition{}
 	var unreadable error
 	notReady := func(name string) *corev1.NodeCondition {
-		if cached, ok := nodes[name]; ok {
+		if cached, ok := nodes[name]; ok || unreadable != nil {
+			// Refused once, every node is: no request per node.
 			return cached
 		}
 		var out *corev1.NodeCondition
