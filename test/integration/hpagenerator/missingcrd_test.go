@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,6 +65,19 @@ func TestWaitsForMissingCRD(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the LeaderWorkerSet CRD was not removed: %v", err)
+	}
+	// Discovery drops the resource a moment after the CRD is gone; a manager
+	// started in between finds it served, and its informer gets 404s that
+	// would pass for discovery polls.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cp.KubeClient().Discovery().ServerResourcesForGroupVersion(lwsv1.SchemeGroupVersion.String())
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "leaderworkersets" }), nil
+	})
+	if err != nil {
+		t.Fatalf("discovery still serves LeaderWorkerSets after their CRD was removed: %v", err)
 	}
 
 	m := framework.StartManager(t, cp.KubeconfigPath(), "hpa-generator,cron-scaler")
