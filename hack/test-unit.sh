@@ -29,7 +29,7 @@ fi
 # of them is not an error, and nothing else under test/ sneaks in: the
 # benchmarks' helpers (test/bench/internal) have unit tests of their own,
 # which run here; the benchmarks themselves do not.
-mapfile -t packages < <({ go list ./cmd/... ./pkg/... | grep -v '/test/'; go list ./test/bench/internal/...; } || true)
+mapfile -t packages < <({ go list ./cmd/... ./pkg/... | grep -v '/test/'; go list ./test/bench/internal/... ./test/guides/...; } || true)
 if (( ${#packages[@]} == 0 )); then
   scaleplane::fatal "no Go packages under cmd/ or pkg/"
 fi
