@@ -198,19 +198,24 @@ func explainPods(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alp
 				x.Next = fmt.Sprintf("waits for a place: %d pods are mid-resize, at most %d at a time", inFlight, inplaceresize.MaxInFlight)
 				continue
 			}
-			if !x.MidResize {
-				inFlight++
-			}
 			switch x.State {
 			case "outdated":
+				// Resized at the next sync: it takes a place.
+				if !x.MidResize {
+					inFlight++
+				}
 				x.Next = "resized at the next sync (pods/resize, no restart)"
 				if x.MidResize {
 					x.Next += ", first: it is mid-resize at an older size and holds its place"
 				}
+			// The controller takes a place only for a resize that goes
+			// through (resizePods), and this pod's next attempt waits for
+			// its backoff, which the next sync most likely falls within:
+			// it leaves its place to the next pod.
 			case "forbidden":
-				x.Next = fmt.Sprintf("tried again with backoff, up to every %s: the API server forbade its resize", 5*time.Minute)
+				x.Next = fmt.Sprintf("tried again with backoff, up to every %s: the API server forbade its resize (holds no place until one goes through)", 5*time.Minute)
 			default:
-				x.Next = fmt.Sprintf("tried again with backoff, up to every %s: its resizes keep conflicting", 5*time.Minute)
+				x.Next = fmt.Sprintf("tried again with backoff, up to every %s: its resizes keep conflicting (holds no place until one goes through)", 5*time.Minute)
 			}
 		default:
 			x.Next = podNext(x.State, x.Node)

@@ -17,6 +17,8 @@ limitations under the License.
 package app
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +171,60 @@ func TestNamesPod(t *testing.T) {
 		if got := namesPod(c.msg, c.pod); got != c.want {
 			t.Errorf("namesPod(%q, %q) = %v; want %v", c.msg, c.pod, got, c.want)
 		}
+	}
+}
+
+// A pod the controller's InPlaceResized condition names as forbidden or
+// conflicted holds no place of the pacing: the controller takes a place
+// only for a resize that goes through, and that pod's next attempt waits
+// for its backoff (podresize.go, resizePods). So with one pod mid-resize
+// the next outdated pod is resized at the next sync, not paced.
+func TestExplainAddonResizerPodsBackoffHoldsNoPlace(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		reason, state, message string
+	}{
+		{"ResizeForbidden", "forbidden", "The API server forbade the resize of pod api-b to requests cpu=52m,memory=88Mi (1 of 3 pods); tried again with backoff, up to every 5m0s: forbidden: exceeded quota"},
+		{"ResizeConflict", "conflicted", "The resize of pod api-b to requests cpu=52m,memory=88Mi met 5 conflicts in a row; tried again with backoff, up to every 5m0s"},
+	} {
+		t.Run(c.state, func(t *testing.T) {
+			ar := resizer("api-a", "api", scaleplanev1alpha1.AddonResizerStatus{
+				ClusterSize: ptr.To[int32](20),
+				InPlace:     &scaleplanev1alpha1.InPlaceStatus{Resources: resources("52m", "88Mi", ""), Pods: 3},
+				Conditions: []metav1.Condition{{Type: scaleplanev1alpha1.ConditionInPlaceResized, Status: metav1.ConditionFalse,
+					Reason: c.reason, Message: c.message}},
+			})
+			ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace
+			ar.Spec.SetLimits = ptr.To(false)
+			d := apiDeployment("40m", "88Mi")
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}
+			old, size := resources("40m", "88Mi", ""), resources("52m", "88Mi", "")
+			kube := []runtime.Object{
+				d, node("node-1", corev1.ConditionTrue, now.Add(-time.Hour)),
+				apiPod("api-a", "node-1", size, &old, corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue}),
+				apiPod("api-b", "node-1", old, &old),
+				apiPod("api-c", "node-1", old, &old),
+			}
+			var e Explanation
+			if err := json.Unmarshal([]byte(run(t, now, kube, []runtime.Object{ar}, "explain", "addonresizer", "api-a", "-o", "json")), &e); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]struct {
+				state string
+				paced bool
+			}{"api-a": {"resizing", false}, "api-b": {c.state, false}, "api-c": {"outdated", false}}
+			for _, p := range e.Pods {
+				w := want[p.Name]
+				if p.State != w.state || p.Paced != w.paced {
+					t.Errorf("pod %s: state %s, paced %v (%s); want state %s, paced %v", p.Name, p.State, p.Paced, p.Next, w.state, w.paced)
+				}
+			}
+			if got := e.Pods[2].Next; !strings.HasPrefix(got, "resized at the next sync") {
+				t.Errorf("pod api-c: next %q; want it resized at the next sync", got)
+			}
+			if got := e.Pods[1].Next; !strings.Contains(got, "holds no place") {
+				t.Errorf("pod api-b: next %q; want it to say it holds no place", got)
+			}
+		})
 	}
 }
