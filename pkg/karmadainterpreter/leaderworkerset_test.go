@@ -299,11 +299,14 @@ func mustJSON(v any) string {
 	return string(data)
 }
 
-// TestGroupRequirementsAreLeaderPlusWorkers checks, for every
-// InterpretReplica case, that a group's requirements are exactly the
-// leader pod's plus size - 1 worker pods', each computed in Go from the
-// typed LeaderWorkerSet, and summed here without kube.resourceAdd.
-func TestGroupRequirementsAreLeaderPlusWorkers(t *testing.T) {
+// TestReplicaRequirementsAreOnePodSlot checks, for every InterpretReplica
+// case, that a group's requirements are one pod slot of the group: with
+// workers, for every resource the larger of the leader pod's request and a
+// worker pod's; with size 1, the leader pod's; each pod's computed in Go from
+// the typed LeaderWorkerSet. Karmada's estimators fit one replica's
+// requirements on one node, so the group's sum would count no group that
+// needs more than one node (TestEstimatorsCountGroupsThatSpanNodes).
+func TestReplicaRequirementsAreOnePodSlot(t *testing.T) {
 	s := script(loadCustomization(t), "InterpretReplica")
 	checked := 0
 	sizes := map[int32]bool{}
@@ -323,8 +326,10 @@ func TestGroupRequirementsAreLeaderPlusWorkers(t *testing.T) {
 				leaderTemplate = lws.Spec.LeaderWorkerTemplate.LeaderTemplate
 			}
 			want := corev1.ResourceList{}
-			addList(want, requestOf(PodRequirements(leaderTemplate)), 1)
-			addList(want, requestOf(PodRequirements(&lws.Spec.LeaderWorkerTemplate.WorkerTemplate)), int64(size-1))
+			maxList(want, requestOf(PodRequirements(leaderTemplate)))
+			if size > 1 {
+				maxList(want, requestOf(PodRequirements(&lws.Spec.LeaderWorkerTemplate.WorkerTemplate)))
+			}
 
 			_, requires, err := GetReplicas(s, c.DesiredObj)
 			if err != nil {
@@ -335,7 +340,7 @@ func TestGroupRequirementsAreLeaderPlusWorkers(t *testing.T) {
 				return
 			}
 			if !quantities.DeepEqual(want, got) {
-				t.Errorf("group requests: want leader + %d workers = %s, got %s", size-1, mustJSON(want), mustJSON(got))
+				t.Errorf("requests: want the larger of the leader's and a worker's = %s, got %s", mustJSON(want), mustJSON(got))
 			}
 		})
 		checked++
@@ -371,17 +376,12 @@ func requestOf(r *ReplicaRequirements) corev1.ResourceList {
 	return r.ResourceRequest
 }
 
-// addList adds n times list to sum.
-func addList(sum, list corev1.ResourceList, n int64) {
-	if n == 0 {
-		return
-	}
+// maxList raises every resource of into to its quantity in list.
+func maxList(into, list corev1.ResourceList) {
 	for name, q := range list {
-		total := sum[name]
-		for range n {
-			total.Add(q)
+		if have, ok := into[name]; !ok || q.Cmp(have) > 0 {
+			into[name] = q
 		}
-		sum[name] = total
 	}
 }
 
