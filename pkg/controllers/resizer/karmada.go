@@ -351,7 +351,7 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 	index := containerIndex(w.template, s.container)
 	if index < 0 {
 		containerMissing(status, ar, s, w, now)
-		return result{outcome: outcomeError}
+		return c.containerGone(ctx, ar, s, status)
 	}
 	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionTrue, reasonFound, fmt.Sprintf("Container %q found", s.container), ar.Generation, now)
 	if rivals := c.rivals(ar, s); len(rivals) > 0 {
@@ -372,7 +372,6 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		members []scaleplanev1alpha1.MemberClusterStatus
 		requeue time.Duration
 		changed []string
-		sized   int32
 	)
 	for _, name := range placed {
 		cluster, err := c.karmada.clusters.Get(name)
@@ -385,25 +384,23 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		d := decideMember(name, prev[name], cluster, base, s, now)
 		members = append(members, d.status)
 		requeue = minPositive(requeue, d.requeue)
-		if d.changed {
-			changed = append(changed, name+": "+describe(d.changes, s.setLimits))
+		if sum := d.summary(s.setLimits); sum != "" {
+			changed = append(changed, name+": "+sum)
 			status.LastChangeTime = d.status.LastChangeTime
 		}
-		if d.status.State == scaleplanev1alpha1.MemberSized {
-			sized++
-		}
 	}
-	status.Clusters = members
 	status.MemberClusters = ptr.To(int32(len(placed)))
-	status.SizedClusters = ptr.To(sized)
 	setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionTrue, reasonKarmada,
 		"Sized per member cluster from its Cluster's status.nodeSummary.totalNum, through an OverridePolicy", ar.Generation, now)
 
-	c.foreignCondition(ar, w, index, status, now)
+	c.foreignCondition(ar, w, s, index, status, now)
 	// Set from the members first; a failed or refused write of the
 	// OverridePolicy then says so instead.
 	upToDateOfMembers(ar, status, members, now)
-	if err := c.writeOverridePolicy(ctx, ar, w, index, members, status, now); err != nil {
+	desired := desiredOverridePolicy(ar, w, index, members)
+	applied, err := c.writeOverridePolicy(ctx, ar, desired, status, now)
+	status.Clusters, status.SizedClusters = countApplied(members, desired, applied, ar)
+	if err != nil {
 		return result{outcome: outcomeError, err: err, requeue: requeue}
 	}
 	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil &&
@@ -420,6 +417,51 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		outcome = outcomeResized
 	}
 	return result{outcome: outcome, requeue: requeue}
+}
+
+// countApplied returns the members as status shows them, and how many are
+// sized: held at their recommendation by the policy the members render
+// (applied), not only by the one desired. A member whose rule the policy
+// does not carry (its write failed or was refused) is not counted, and
+// its message says so.
+func countApplied(members []scaleplanev1alpha1.MemberClusterStatus, desired, applied *policyv1alpha1.OverridePolicy, ar *scaleplanev1alpha1.AddonResizer) ([]scaleplanev1alpha1.MemberClusterStatus, *int32) {
+	var sized int32
+	for i := range members {
+		m := &members[i]
+		if !sameRule(ruleFor(desired, m.Name), ruleFor(applied, m.Name)) {
+			m.Message += "; not applied: the OverridePolicy does not hold this size yet (see the UpToDate condition)"
+			continue
+		}
+		if m.State == scaleplanev1alpha1.MemberSized {
+			sized++
+		}
+	}
+	if len(members) == 0 {
+		members = nil
+	}
+	return members, ptr.To(sized)
+}
+
+// containerGone removes the OverridePolicy of an AddonResizer whose
+// container is no longer in the template: its rules address the container
+// by index, and a JSON patch at an index the template no longer has fails,
+// so that Karmada's override fails and no new template would reach the
+// sized members. The members run the template until the container is back.
+func (c *Controller) containerGone(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus) result {
+	for i := range status.Clusters {
+		m := &status.Clusters[i]
+		m.Resources, m.PendingResize = nil, nil
+		m.State = scaleplanev1alpha1.MemberUnknown
+		m.Message = fmt.Sprintf("Container %q is not in the template; the cluster runs the template's resources", s.container)
+	}
+	if status.MemberClusters != nil {
+		status.SizedClusters = ptr.To(int32(0))
+	}
+	status.OverridePolicy = ""
+	if err := c.deleteOverridePolicy(ctx, ar, fmt.Sprintf("container %q is not in the template", s.container)); err != nil {
+		return result{outcome: outcomeError, err: err}
+	}
+	return result{outcome: outcomeError}
 }
 
 // placement returns the member clusters the template is scheduled to, in
@@ -453,11 +495,13 @@ func upToDateOfMembers(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1
 			"The template has no ResourceBinding with scheduled clusters: nothing to size", ar.Generation, now)
 		return
 	}
-	var postponed, notCurrent []string
+	var postponed, notCurrent, capped []string
 	for _, m := range members {
 		switch m.State {
 		case scaleplanev1alpha1.MemberPostponed:
 			postponed = append(postponed, m.Name)
+		case scaleplanev1alpha1.MemberCapped:
+			capped = append(capped, m.Name+" ("+m.Message+")")
 		case scaleplanev1alpha1.MemberStale, scaleplanev1alpha1.MemberUnknown:
 			notCurrent = append(notCurrent, m.Name+" ("+m.Message+")")
 		}
@@ -469,6 +513,10 @@ func upToDateOfMembers(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1
 	case len(postponed) > 0:
 		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonPostponed,
 			"A delay holds changes back for "+strings.Join(postponed, ", ")+" (status.clusters says until when)", ar.Generation, now)
+	case len(capped) > 0:
+		// As a plain cluster's container in that state (cappedCondition).
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonCappedAtLimit,
+			"Held below their estimate by the template's limits: "+strings.Join(capped, "; ")+"; raise the template's limits, or set setLimits: true to size them too", ar.Generation, now)
 	default:
 		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonAllClustersSized,
 			fmt.Sprintf("All %d member clusters are held at their recommendation", len(members)), ar.Generation, now)
@@ -477,18 +525,19 @@ func upToDateOfMembers(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1
 
 // foreignCondition reports OverridePolicies of others that override the
 // same container's resources.
-func (c *Controller) foreignCondition(ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) {
+func (c *Controller) foreignCondition(ar *scaleplanev1alpha1.AddonResizer, w *workload, s settings, index int, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) {
 	policies, err := c.karmada.policies.OverridePolicies(ar.Namespace).List(labels.Everything())
 	if err != nil {
 		return
 	}
 	tmplLabels := c.targetLabels(w)
+	mine := overriddenPaths(w.template.Spec.Containers[index].Resources, index, s)
 	var foreign []string
 	for _, p := range policies {
 		if metav1.IsControlledBy(p, ar) {
 			continue
 		}
-		if foreignOverride(p, w, tmplLabels, index) {
+		if foreignOverride(p, w, tmplLabels, mine) {
 			foreign = append(foreign, p.Name)
 		}
 	}
@@ -523,126 +572,6 @@ func (c *Controller) targetLabels(w *workload) map[string]string {
 		return nil
 	}
 	return m.GetLabels()
-}
-
-// writeOverridePolicy creates, updates or deletes the AddonResizer's
-// OverridePolicy so that it holds each member at its size; it writes
-// nothing when the stored policy already says so.
-func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, members []scaleplanev1alpha1.MemberClusterStatus, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) error {
-	desired := desiredOverridePolicy(ar, w, index, members)
-	name := overridePolicyName(ar)
-	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err != nil {
-		stored = nil
-	}
-	if stored != nil && !metav1.IsControlledBy(stored, ar) {
-		msg := fmt.Sprintf("OverridePolicy %s/%s exists and is not controlled by this AddonResizer; the resizer does not write it. Delete or rename it", ar.Namespace, name)
-		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyTaken, msg, ar.Generation, now)
-		status.OverridePolicy = ""
-		return nil
-	}
-	policies := c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace)
-	opts := metav1.CreateOptions{FieldManager: fieldManager}
-	switch {
-	case desired == nil && stored == nil:
-		status.OverridePolicy = ""
-		return nil
-	case desired == nil:
-		status.OverridePolicy = ""
-		return c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own")
-	case stored == nil:
-		writes.WithLabelValues(writeOverridePolicy).Inc()
-		if _, err := policies.Create(ctx, desired, opts); err != nil {
-			return c.policyFailed(ar, status, "creating", err, now)
-		}
-	case needsUpdate(stored, desired):
-		updated := stored.DeepCopy()
-		updated.Spec = desired.Spec
-		if updated.Labels == nil {
-			updated.Labels = map[string]string{}
-		}
-		updated.Labels[managedByLabel] = managedByValue
-		updated.OwnerReferences = desired.OwnerReferences
-		writes.WithLabelValues(writeOverridePolicy).Inc()
-		if _, err := policies.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-			return c.policyFailed(ar, status, "updating", err, now)
-		}
-	default:
-		status.OverridePolicy = name
-		return nil
-	}
-	status.OverridePolicy = name
-	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyWritten, "OverridePolicy %s holds %d member clusters at their size", name, len(desired.Spec.OverrideRules))
-	return nil
-}
-
-func (c *Controller) policyFailed(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, verb string, err error, now time.Time) error {
-	msg := fmt.Sprintf("%s OverridePolicy %s/%s failed: %v", verb, ar.Namespace, overridePolicyName(ar), err)
-	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyFailed, msg, ar.Generation, now)
-	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-		// Retrying will not help until someone acts; the condition says why.
-		return nil
-	}
-	return fmt.Errorf("%s: %w", msg, err)
-}
-
-// deleteOverridePolicy deletes the AddonResizer's OverridePolicy if it
-// exists and the AddonResizer controls it. Garbage collection removes it
-// too when the AddonResizer is deleted; this covers a change of mode or
-// placement, and a control plane without a garbage collector.
-func (c *Controller) deleteOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, why string) error {
-	name := overridePolicyName(ar)
-	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !metav1.IsControlledBy(stored, ar) {
-		return nil
-	}
-	writes.WithLabelValues(writeOverridePolicy).Inc()
-	err = c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting OverridePolicy %s/%s (%s): %w", ar.Namespace, name, why, err)
-	}
-	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyDeleted, "OverridePolicy %s deleted: %s", name, why)
-	return nil
-}
-
-// forgetFederated deletes the OverridePolicy of a deleted AddonResizer when
-// its controller is an AddonResizer of that name (none exists any more):
-// garbage collection does it too where a garbage collector runs.
-func (c *Controller) forgetFederated(ctx context.Context, key cache.ObjectName) error {
-	k := c.karmada
-	k.mu.Lock()
-	started := k.started
-	k.mu.Unlock()
-	if !started {
-		return nil
-	}
-	name := policyNameFor(key.Name)
-	stored, err := k.policies.OverridePolicies(key.Namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ref := metav1.GetControllerOf(stored)
-	if ref == nil || ref.Kind != "AddonResizer" || ref.Name != key.Name || ref.APIVersion != scaleplanev1alpha1.SchemeGroupVersion.String() {
-		return nil
-	}
-	writes.WithLabelValues(writeOverridePolicy).Inc()
-	err = c.client.PolicyV1alpha1().OverridePolicies(key.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting OverridePolicy %s/%s of a deleted AddonResizer: %w", key.Namespace, name, err)
-	}
-	return nil
 }
 
 // setUpFederation adds what the Karmada mode needs to a new controller: the

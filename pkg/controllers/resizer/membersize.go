@@ -18,6 +18,9 @@ package resizer
 
 import (
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +41,8 @@ type memberDecision struct {
 	requeue time.Duration
 	// changes are the changes applied, for the event.
 	changes []resourceChange
+	// fitted says what fitHeld changed of the held size.
+	fitted []string
 }
 
 // memberCount returns the node count a member cluster is sized from, or
@@ -115,13 +120,27 @@ func managedOf(r corev1.ResourceRequirements, s settings) *corev1.ResourceRequir
 // container on a plain cluster (decide, hold), with the member's held size
 // in place of the template's: prev is the member's last status (nil for a
 // cluster new to the placement), base the template's container resources.
-// A member whose count cannot be read keeps its held size and its pending
-// change; it is never sized to the base.
+// The held size is first fitted to the spec and the template (fitHeld),
+// whatever the member's count says. A member whose count cannot be read
+// keeps its fitted size and its pending change; it is never sized to the
+// base.
 func decideMember(name string, prev *scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1alpha1.Cluster, base corev1.ResourceRequirements, s settings, now time.Time) memberDecision {
 	next := scaleplanev1alpha1.MemberClusterStatus{Name: name}
 	if prev != nil {
 		next = *prev.DeepCopy()
 	}
+	var fitted []string
+	next.Resources, fitted = fitHeld(next.Resources, base, s)
+	if len(fitted) > 0 {
+		next.LastChangeTime = ptr.To(metav1.NewTime(now).Rfc3339Copy())
+	}
+	d := sizeMember(next, cluster, base, s, now)
+	d.fitted = fitted
+	return d
+}
+
+// sizeMember decides a member's size from its count.
+func sizeMember(next scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1alpha1.Cluster, base corev1.ResourceRequirements, s settings, now time.Time) memberDecision {
 	nodes, state, why := memberCount(cluster)
 	if state != scaleplanev1alpha1.MemberSized {
 		next.State = state
@@ -141,7 +160,8 @@ func decideMember(name string, prev *scaleplanev1alpha1.MemberClusterStatus, clu
 		next.State = scaleplanev1alpha1.MemberSized
 		next.Message = fmt.Sprintf("Within %d%% of the estimate for %d nodes", s.threshold, nodes)
 		if len(rs.capped) > 0 {
-			next.Message = fmt.Sprintf("Requests capped at the template's limits (%s) for %d nodes", describeCapped(rs.capped), nodes)
+			next.State = scaleplanev1alpha1.MemberCapped
+			next.Message = cappedMessage(rs.capped, nodes)
 		}
 		return memberDecision{status: next}
 	}
@@ -172,5 +192,72 @@ func decideMember(name string, prev *scaleplanev1alpha1.MemberClusterStatus, clu
 	next.LastChangeTime = ptr.To(metav1.NewTime(now).Rfc3339Copy())
 	next.State = scaleplanev1alpha1.MemberSized
 	next.Message = fmt.Sprintf("Sized for %d nodes", nodes)
+	if len(rs.capped) > 0 {
+		next.State = scaleplanev1alpha1.MemberCapped
+		next.Message = cappedMessage(rs.capped, nodes)
+	}
 	return memberDecision{status: next, changed: true, changes: rs.changes}
+}
+
+// cappedMessage says that the template's limits hold a member's requests
+// below its estimate.
+func cappedMessage(capped []cappedResource, nodes int32) string {
+	return fmt.Sprintf("Requests capped at the template's limits (%s) for %d nodes: setLimits is false and a request may not exceed its limit", describeCapped(capped), nodes)
+}
+
+// fitHeld fits a member's held size to what the spec manages and to the
+// template, before and whatever its count decides, and says what it
+// changed:
+//   - a resource the spec no longer lists, and every limit when setLimits
+//     is false, is no longer held: the member runs the template's value,
+//     now, rather than at the moment another resource of it changes;
+//   - a held request above the limit the member renders (the held limit,
+//     else the template's) is cut down to that limit at once, not after
+//     scaleDownDelay: Karmada would render a request above its limit, the
+//     member's API server refuses it, and then no change of the template
+//     (an image bump too) reaches that member.
+//
+// Nil when nothing is left to hold.
+func fitHeld(held *corev1.ResourceRequirements, base corev1.ResourceRequirements, s settings) (*corev1.ResourceRequirements, []string) {
+	if held == nil {
+		return nil, nil
+	}
+	var notes []string
+	out := managedOf(*held, s)
+	for name := range held.Requests {
+		if _, ok := out.Requests[name]; !ok {
+			notes = append(notes, fmt.Sprintf("%s request no longer managed", name))
+		}
+	}
+	for name := range held.Limits {
+		if _, ok := out.Limits[name]; !ok {
+			notes = append(notes, fmt.Sprintf("%s limit no longer managed", name))
+		}
+	}
+	for _, name := range sortedNames(out.Requests) {
+		req := out.Requests[name]
+		lim, ok := out.Limits[name]
+		if !ok {
+			lim, ok = base.Limits[name]
+		}
+		if ok && req.Cmp(lim) > 0 {
+			notes = append(notes, fmt.Sprintf("%s request %s -> %s (the limit it runs with)", name, req.String(), lim.String()))
+			out.Requests[name] = lim.DeepCopy()
+		}
+	}
+	sort.Strings(notes)
+	if len(out.Requests) == 0 && len(out.Limits) == 0 {
+		return nil, notes
+	}
+	return out, notes
+}
+
+// summary says what the decision changed, for the Resized event; empty
+// when nothing changed.
+func (d memberDecision) summary(setLimits bool) string {
+	parts := slices.Clone(d.fitted)
+	if d.changed {
+		parts = append(parts, describe(d.changes, setLimits))
+	}
+	return strings.Join(parts, "; ")
 }

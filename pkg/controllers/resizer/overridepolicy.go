@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,14 +215,16 @@ func needsUpdate(stored, desired *policyv1alpha1.OverridePolicy) bool {
 }
 
 // foreignOverride tells whether p, an OverridePolicy the AddonResizer does
-// not own, overrides the resources of container index of the template w:
-// one of its resource selectors matches w (or it has none, which Karmada
-// takes as all resources of the namespace; overridemanager.go,
-// getOverridersFromOverridePolicies, v1.18.2), and a rule's plaintext path
-// is the container's resources, inside them, or a parent that replaces
-// them. Its clusters are not looked at: a rule for any member is a
+// not own, overrides what the AddonResizer's rules set (mine, from
+// overriddenPaths): one of its resource selectors matches w (or it has
+// none, which Karmada takes as all resources of the namespace;
+// overridemanager.go, getOverridersFromOverridePolicies, v1.18.2), and a
+// rule's plaintext path is one of mine, inside one (a whole map mine adds
+// would wipe it, or it would add into it), or a parent that replaces
+// one. Two policies that set different resources of one container do not
+// meet. Its clusters are not looked at: a rule for any member is a
 // conflict worth reporting.
-func foreignOverride(p *policyv1alpha1.OverridePolicy, w *workload, templateLabels map[string]string, index int) bool {
+func foreignOverride(p *policyv1alpha1.OverridePolicy, w *workload, templateLabels map[string]string, mine []string) bool {
 	if !selectsWorkload(p.Spec.ResourceSelectors, w, templateLabels) {
 		return false
 	}
@@ -229,16 +232,69 @@ func foreignOverride(p *policyv1alpha1.OverridePolicy, w *workload, templateLabe
 	if len(rules) == 0 {
 		rules = []policyv1alpha1.RuleWithCluster{{Overriders: p.Spec.Overriders}}
 	}
-	target := containerPath(index) + "/resources"
 	for _, r := range rules {
 		for _, op := range r.Overriders.Plaintext {
 			path := strings.TrimSuffix(op.Path, "/")
-			if path == target || strings.HasPrefix(path, target+"/") || strings.HasPrefix(target, path+"/") {
-				return true
+			for _, target := range mine {
+				if path == target || strings.HasPrefix(path, target+"/") || strings.HasPrefix(target, path+"/") {
+					return true
+				}
 			}
 		}
 	}
 	return false
+}
+
+// overriddenPaths are the JSON pointers the AddonResizer's rules write in
+// container i, whatever the members' sizes: each managed request (and
+// limit, with setLimits), or the whole requests or limits map when the
+// template has none (overrideOps).
+func overriddenPaths(tmpl corev1.ResourceRequirements, i int, s settings) []string {
+	var out []string
+	for _, part := range []struct {
+		field    string
+		template corev1.ResourceList
+		managed  bool
+	}{
+		{"requests", tmpl.Requests, true},
+		{"limits", tmpl.Limits, s.setLimits},
+	} {
+		if !part.managed {
+			continue
+		}
+		path := containerPath(i) + "/resources/" + part.field
+		if len(part.template) == 0 {
+			out = append(out, path)
+			continue
+		}
+		for _, name := range s.managed() {
+			out = append(out, path+"/"+escapePointer(string(name)))
+		}
+	}
+	return out
+}
+
+// ruleFor returns the plaintext overriders p's rules set for the member
+// cluster, in order; nil when p is nil or has no rule for it.
+func ruleFor(p *policyv1alpha1.OverridePolicy, cluster string) []policyv1alpha1.PlaintextOverrider {
+	if p == nil {
+		return nil
+	}
+	var out []policyv1alpha1.PlaintextOverrider
+	for _, r := range p.Spec.OverrideRules {
+		if r.TargetCluster != nil && slices.Contains(r.TargetCluster.ClusterNames, cluster) {
+			out = append(out, r.Overriders.Plaintext...)
+		}
+	}
+	return out
+}
+
+// sameRule compares two rules' overriders as the API server stores them.
+func sameRule(a, b []policyv1alpha1.PlaintextOverrider) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return reflect.DeepEqual(plainJSON(a), plainJSON(b))
 }
 
 // selectsWorkload applies Karmada's resource selector match

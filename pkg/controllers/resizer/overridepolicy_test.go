@@ -128,8 +128,50 @@ func TestForeignOverride(t *testing.T) {
 	} {
 		p := &policyv1alpha1.OverridePolicy{Spec: tc.spec}
 		p.Spec.ResourceSelectors = tc.sel
-		if got := foreignOverride(p, w, map[string]string{"app": "ms"}, 1); got != tc.want {
+		// The template has no requests or limits map: the resizer adds them whole.
+		mine := overriddenPaths(corev1.ResourceRequirements{}, 1, cpuSettings(true))
+		if got := foreignOverride(p, w, map[string]string{"app": "ms"}, mine); got != tc.want {
 			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func cpuSettings(setLimits bool) settings {
+	return resolve(&scaleplanev1alpha1.AddonResizerSpec{
+		ContainerName: "main",
+		Resources:     []scaleplanev1alpha1.ResourceScaling{{Name: corev1.ResourceCPU, Base: resource.MustParse("100m")}},
+		SetLimits:     &setLimits,
+	})
+}
+
+// Two policies that set different resources of one container do not meet
+// where the template has the map they write into; where it has not, each
+// adds the map whole, and the later one wipes the other's values (issue
+// 35, defect 8).
+func TestForeignOverrideOfOtherResources(t *testing.T) {
+	w := policyWorkload(corev1.Container{Name: "a"}, corev1.Container{Name: "main"})
+	other := func(path string) *policyv1alpha1.OverridePolicy {
+		return &policyv1alpha1.OverridePolicy{Spec: policyv1alpha1.OverrideSpec{OverrideRules: []policyv1alpha1.RuleWithCluster{{
+			Overriders: policyv1alpha1.Overriders{Plaintext: []policyv1alpha1.PlaintextOverrider{{Path: path, Operator: "add"}}}}}}}
+	}
+	withMaps := resources("cpu=100m", "memory=100Mi", "limit:memory=1Gi")
+	for name, tc := range map[string]struct {
+		tmpl      corev1.ResourceRequirements
+		setLimits bool
+		path      string
+		want      bool
+	}{
+		"other's memory request, template has requests": {withMaps, false, "/spec/template/spec/containers/1/resources/requests/memory", false},
+		"other's memory limit, limits not managed":      {withMaps, false, "/spec/template/spec/containers/1/resources/limits/memory", false},
+		"other's cpu request":                           {withMaps, false, "/spec/template/spec/containers/1/resources/requests/cpu", true},
+		"other adds the whole requests map":             {withMaps, false, "/spec/template/spec/containers/1/resources/requests", true},
+		"other's memory request, template has none":     {corev1.ResourceRequirements{}, false, "/spec/template/spec/containers/1/resources/requests/memory", true},
+		"other's memory limit, resizer adds limits map": {resources("cpu=100m"), true, "/spec/template/spec/containers/1/resources/limits/memory", true},
+		"other's cpu limit, limits not managed":         {withMaps, false, "/spec/template/spec/containers/1/resources/limits/cpu", false},
+	} {
+		mine := overriddenPaths(tc.tmpl, 1, cpuSettings(tc.setLimits))
+		if got := foreignOverride(other(tc.path), w, nil, mine); got != tc.want {
+			t.Errorf("%s: got %v, want %v (mine %v)", name, got, tc.want, mine)
 		}
 	}
 }

@@ -405,10 +405,12 @@ type MemberClusterStatus struct {
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
 
-	// State is Sized (held at the recommendation), Postponed (a delay holds
-	// a change back), Stale (the Cluster's status is not current: the size
-	// is kept, not recomputed) or Unknown (the Cluster or its node summary
-	// is missing).
+	// State is Sized (held at the recommendation), Capped (held at the
+	// template's limit, below the recommendation: setLimits is false and a
+	// request may not exceed its limit), Postponed (a delay holds a change
+	// back), Stale (the Cluster's status is not current: the size is kept,
+	// not recomputed, and never above the template's limits) or Unknown
+	// (the Cluster or its node summary is missing).
 	// +optional
 	State MemberState `json:"state,omitempty"`
 
@@ -418,12 +420,13 @@ type MemberClusterStatus struct {
 }
 
 // MemberState is how a member cluster's size stands.
-// +kubebuilder:validation:Enum={Sized,Postponed,Stale,Unknown}
+// +kubebuilder:validation:Enum={Sized,Capped,Postponed,Stale,Unknown}
 type MemberState string
 
 // The states of a member cluster's size.
 const (
 	MemberSized     MemberState = "Sized"
+	MemberCapped    MemberState = "Capped"
 	MemberPostponed MemberState = "Postponed"
 	MemberStale     MemberState = "Stale"
 	MemberUnknown   MemberState = "Unknown"

@@ -1,0 +1,182 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package resizer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
+	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+)
+
+// writeOverridePolicy creates, updates or deletes the AddonResizer's
+// OverridePolicy so that it holds each member at its size; it writes
+// nothing when the stored policy already says so. It returns the policy
+// the members render afterwards (nil: none of this AddonResizer's), so
+// that status counts only what is applied.
+//
+// The policy cache can be behind the resizer's own last write (the sync
+// its own status write triggers comes at once): a create refused with
+// AlreadyExists, or an update refused with a conflict, is decided again on
+// the policy read from the API server, and is no failure when that
+// policy already says what is desired.
+func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (*policyv1alpha1.OverridePolicy, error) {
+	name := overridePolicyName(ar)
+	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err != nil {
+		stored = nil
+	}
+	for attempt := 1; ; attempt++ {
+		applied, err := c.writePolicyOnce(ctx, ar, stored, desired, status, now)
+		if err == nil || attempt == maxPatchAttempts || !(apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)) {
+			if err != nil {
+				return stored, c.policyFailed(ar, status, err, now)
+			}
+			return applied, nil
+		}
+		klog.FromContext(ctx).V(2).Info("OverridePolicy cache behind the API server; reading it again", "overridePolicy", klog.KRef(ar.Namespace, name), "attempt", attempt, "err", err.Error())
+		stored, err = c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			stored = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading OverridePolicy %s/%s again: %w", ar.Namespace, name, err)
+		}
+	}
+}
+
+// writePolicyOnce brings stored to desired with one write, or none.
+func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, stored, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (*policyv1alpha1.OverridePolicy, error) {
+	name := overridePolicyName(ar)
+	if stored != nil && !metav1.IsControlledBy(stored, ar) {
+		msg := fmt.Sprintf("OverridePolicy %s/%s exists and is not controlled by this AddonResizer; the resizer does not write it, and no member is held at its size. Delete or rename it", ar.Namespace, name)
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyTaken, msg, ar.Generation, now)
+		status.OverridePolicy = ""
+		return nil, nil
+	}
+	policies := c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace)
+	var written *policyv1alpha1.OverridePolicy
+	var err error
+	switch {
+	case desired == nil && stored == nil:
+		status.OverridePolicy = ""
+		return nil, nil
+	case desired == nil:
+		status.OverridePolicy = ""
+		return nil, c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own")
+	case stored == nil:
+		writes.WithLabelValues(writeOverridePolicy).Inc()
+		written, err = policies.Create(ctx, desired, metav1.CreateOptions{FieldManager: fieldManager})
+	case needsUpdate(stored, desired):
+		updated := stored.DeepCopy()
+		updated.Spec = desired.Spec
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[managedByLabel] = managedByValue
+		updated.OwnerReferences = desired.OwnerReferences
+		writes.WithLabelValues(writeOverridePolicy).Inc()
+		written, err = policies.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	default:
+		status.OverridePolicy = name
+		return stored, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	status.OverridePolicy = name
+	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyWritten, "OverridePolicy %s holds %d member clusters at their size", name, len(desired.Spec.OverrideRules))
+	return written, nil
+}
+
+// policyFailed records a write of the OverridePolicy that failed.
+func (c *Controller) policyFailed(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, err error, now time.Time) error {
+	msg := fmt.Sprintf("Writing OverridePolicy %s/%s failed: %v", ar.Namespace, overridePolicyName(ar), err)
+	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyFailed, msg, ar.Generation, now)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		// Retrying will not help until someone acts; the condition says why.
+		return nil
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// deleteOverridePolicy deletes the AddonResizer's OverridePolicy if it
+// exists and the AddonResizer controls it. Garbage collection removes it
+// too when the AddonResizer is deleted; this covers a change of mode or
+// placement, and a control plane without a garbage collector.
+func (c *Controller) deleteOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, why string) error {
+	name := overridePolicyName(ar)
+	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(stored, ar) {
+		return nil
+	}
+	writes.WithLabelValues(writeOverridePolicy).Inc()
+	err = c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting OverridePolicy %s/%s (%s): %w", ar.Namespace, name, why, err)
+	}
+	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyDeleted, "OverridePolicy %s deleted: %s", name, why)
+	return nil
+}
+
+// forgetFederated deletes the OverridePolicy of a deleted AddonResizer when
+// its controller is an AddonResizer of that name (none exists any more):
+// garbage collection does it too where a garbage collector runs.
+func (c *Controller) forgetFederated(ctx context.Context, key cache.ObjectName) error {
+	k := c.karmada
+	k.mu.Lock()
+	started := k.started
+	k.mu.Unlock()
+	if !started {
+		return nil
+	}
+	name := policyNameFor(key.Name)
+	stored, err := k.policies.OverridePolicies(key.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ref := metav1.GetControllerOf(stored)
+	if ref == nil || ref.Kind != "AddonResizer" || ref.Name != key.Name || ref.APIVersion != scaleplanev1alpha1.SchemeGroupVersion.String() {
+		return nil
+	}
+	writes.WithLabelValues(writeOverridePolicy).Inc()
+	err = c.client.PolicyV1alpha1().OverridePolicies(key.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting OverridePolicy %s/%s of a deleted AddonResizer: %w", key.Namespace, name, err)
+	}
+	return nil
+}
+
