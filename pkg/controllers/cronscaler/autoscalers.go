@@ -128,7 +128,8 @@ func (c *Controller) checkAutoscalers(obj *autoscalingv1alpha1.CronFederatedHPA,
 	}
 	instead := "set targetMinReplicas/targetMaxReplicas on the autoscaler instead (a CronFederatedHPA can target it)"
 	if t.kind == targetLeaderWorkerSet {
-		instead = "set targetMinReplicas/targetMaxReplicas on the LeaderWorkerSet instead: they move its scalePolicy's bounds, which its HPA follows"
+		instead = "set targetMinReplicas/targetMaxReplicas instead, aimed at the LeaderWorkerSet or at the autoscaler the hpa-generator keeps for it " +
+			"(on Karmada, whose webhook admits them only for a FederatedHPA target, at the FederatedHPA): they move its scalePolicy's bounds, which the autoscaler follows"
 	}
 	verb := "also scales"
 	if len(others) > 1 {

@@ -22,52 +22,179 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 )
 
-// On a Karmada control plane the hpa-generator keeps a FederatedHPA for a
-// LeaderWorkerSet: a rule aimed at it is refused as one aimed at a generated
-// HPA is, naming the LeaderWorkerSet; a FederatedHPA that no LeaderWorkerSet
-// controls gets the rule's bounds.
-func TestGeneratedFederatedHPARefused(t *testing.T) {
-	fhpaRef := func(name string) autoscalingv2.CrossVersionObjectReference {
+func controlledBy(apiVersion, kind, name string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID("uid-" + name), Controller: ptr.To(true)}
+}
+
+var lwsController = func(name string) metav1.OwnerReference {
+	return controlledBy("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", name)
+}
+
+// generatedAutoscaler is one kind of autoscaler the hpa-generator keeps: a
+// FederatedHPA on a Karmada control plane, an HPA elsewhere.
+type generatedAutoscaler struct {
+	kind   string
+	ref    func(name string) autoscalingv2.CrossVersionObjectReference
+	object func(name string, owners ...metav1.OwnerReference) runtime.Object
+	bounds func(h *harness, name string) (int32, int32)
+}
+
+var generatedAutoscalers = []generatedAutoscaler{{
+	kind: "FederatedHPA",
+	ref: func(name string) autoscalingv2.CrossVersionObjectReference {
 		return autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling.karmada.io/v1alpha1", Kind: "FederatedHPA", Name: name}
-	}
-	generated := cron("c", boundsRule("peak", "0 8 * * *", 3, 10))
-	generated.Spec.ScaleTargetRef = fhpaRef("vllm")
-	plain := cron("d", boundsRule("peak", "0 8 * * *", 3, 10))
-	plain.Spec.ScaleTargetRef = fhpaRef("web")
-	fhpa := func(name string, owners ...metav1.OwnerReference) *autoscalingv1alpha1.FederatedHPA {
+	},
+	object: func(name string, owners ...metav1.OwnerReference) runtime.Object {
 		return &autoscalingv1alpha1.FederatedHPA{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners},
-			Spec:       autoscalingv1alpha1.FederatedHPASpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 5},
+			Spec:       autoscalingv1alpha1.FederatedHPASpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 8},
 		}
+	},
+	bounds: func(h *harness, name string) (int32, int32) {
+		f, err := h.client.AutoscalingV1alpha1().FederatedHPAs(ns).Get(h.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return ptr.Deref(f.Spec.MinReplicas, 0), f.Spec.MaxReplicas
+	},
+}, {
+	kind: "HorizontalPodAutoscaler",
+	ref: func(name string) autoscalingv2.CrossVersionObjectReference {
+		return autoscalingv2.CrossVersionObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Name: name}
+	},
+	object: func(name string, owners ...metav1.OwnerReference) runtime.Object {
+		return &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners},
+			Spec:       autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 8},
+		}
+	},
+	bounds: func(h *harness, name string) (int32, int32) {
+		a, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(h.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return ptr.Deref(a.Spec.MinReplicas, 0), a.Spec.MaxReplicas
+	},
+}}
+
+// Issue 35, item 15. On Karmada the hpa-generator keeps a FederatedHPA for a
+// LeaderWorkerSet, and Karmada's own webhook denies a bounds-only rule aimed
+// at the LeaderWorkerSet ("targetReplicas cannot be nil if you want to scale
+// LeaderWorkerSet"): the rule that both webhooks admit is aimed at the
+// generated FederatedHPA. Its targetMinReplicas/targetMaxReplicas go where the
+// generator takes the bounds from, the LeaderWorkerSet's spec.scalePolicy, and
+// the FederatedHPA follows them; the cron-scaler never writes the autoscaler
+// itself, which the generator would put back. The same for a generated HPA.
+// An autoscaler no LeaderWorkerSet controls gets the rule's bounds.
+func TestGeneratedAutoscalerBoundsMoveTheScalePolicy(t *testing.T) {
+	for _, a := range generatedAutoscalers {
+		t.Run(a.kind, func(t *testing.T) {
+			generated := cron("c", boundsRule("peak", "0 8 * * *", 4, 12))
+			generated.Spec.ScaleTargetRef = a.ref("vllm")
+			plain := cron("d", boundsRule("peak", "0 8 * * *", 3, 10))
+			plain.Spec.ScaleTargetRef = a.ref("web")
+			minOnly := cron("e", autoscalingv1alpha1.CronFederatedHPARule{Name: "floor", Schedule: "0 9 * * *", TimeZone: ptr.To("UTC"), TargetMinReplicas: ptr.To[int32](5)})
+			minOnly.Spec.ScaleTargetRef = a.ref("vllm")
+			h := newHarness(t, utc("2024-05-01 07:00:00"), generated, plain, minOnly,
+				leaderWorkerSet("vllm", &lwsv1.ScalePolicy{MinReplicas: ptr.To[int32](2), MaxReplicas: 8}),
+				a.object("vllm", lwsController("vllm")),
+				a.object("web", controlledBy("apps/v1", "Deployment", "web")))
+			for _, name := range []string{"c", "d", "e"} {
+				h.syncAt(utc("2024-05-01 07:00:00"), name)
+				h.syncAt(utc("2024-05-01 08:00:00.100"), name)
+			}
+			for _, e := range h.events() {
+				if strings.Contains(e, "Warning") {
+					t.Errorf("unexpected warning %q", e)
+				}
+			}
+			policy := h.lws("vllm").Spec.ScalePolicy
+			if ptr.Deref(policy.MinReplicas, 0) != 4 || policy.MaxReplicas != 12 {
+				t.Errorf("the LeaderWorkerSet's scalePolicy bounds are %v/%d; want the rule's 4/12", policy.MinReplicas, policy.MaxReplicas)
+			}
+			if min, max := a.bounds(h, "vllm"); min != 2 || max != 8 {
+				t.Errorf("the generated %s was written (%d/%d): the hpa-generator would put its bounds back", a.kind, min, max)
+			}
+			if e := h.history("c", "peak").SuccessfulExecutions; len(e) != 1 || ptr.Deref(e[0].AppliedMinReplicas, 0) != 4 || ptr.Deref(e[0].AppliedMaxReplicas, 0) != 12 {
+				t.Errorf("successful executions %+v; want min 4 and max 12 applied", e)
+			}
+			if min, max := a.bounds(h, "web"); min != 3 || max != 10 {
+				t.Errorf("a %s no LeaderWorkerSet controls did not get the bounds: %d/%d", a.kind, min, max)
+			}
+
+			// A rule that sets one bound leaves the other alone.
+			h.syncAt(utc("2024-05-01 09:00:00.100"), "e")
+			policy = h.lws("vllm").Spec.ScalePolicy
+			if ptr.Deref(policy.MinReplicas, 0) != 5 || policy.MaxReplicas != 12 {
+				t.Errorf("after the min-only rule the scalePolicy bounds are %v/%d; want 5/12", policy.MinReplicas, policy.MaxReplicas)
+			}
+		})
 	}
-	h := newHarness(t, utc("2024-05-01 07:00:00"), generated, plain,
-		fhpa("vllm", metav1.OwnerReference{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "vllm", UID: "uid-vllm", Controller: ptr.To(true)}),
-		fhpa("web", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "uid-web", Controller: ptr.To(true)}))
-	for _, name := range []string{"c", "d"} {
-		h.syncAt(utc("2024-05-01 07:00:00"), name)
-		h.syncAt(utc("2024-05-01 08:00:00.100"), name)
+}
+
+// The LeaderWorkerSet lost its scalePolicy (the hpa-generator is about to
+// delete the autoscaler it kept from it): the firing fails, naming both.
+func TestGeneratedAutoscalerWithoutPolicy(t *testing.T) {
+	for _, a := range generatedAutoscalers {
+		t.Run(a.kind, func(t *testing.T) {
+			obj := cron("c", boundsRule("peak", "0 8 * * *", 4, 12))
+			obj.Spec.ScaleTargetRef = a.ref("vllm")
+			h := newHarness(t, utc("2024-05-01 07:00:00"), obj, leaderWorkerSet("vllm", nil), a.object("vllm", lwsController("vllm")))
+			h.syncAt(utc("2024-05-01 07:00:00"), "c")
+			h.syncAt(utc("2024-05-01 08:00:00.100"), "c")
+			f := h.history("c", "peak").FailedExecutions
+			if len(f) != 1 || !strings.Contains(f[0].Message, "LeaderWorkerSet vllm has no spec.scalePolicy") ||
+				!strings.Contains(f[0].Message, a.kind+" vllm is generated by the hpa-generator") {
+				t.Errorf("failed executions %+v; want the missing scalePolicy and the generated %s named", f, a.kind)
+			}
+			if min, max := a.bounds(h, "vllm"); min != 2 || max != 8 {
+				t.Errorf("the generated %s was written (%d/%d)", a.kind, min, max)
+			}
+		})
 	}
-	got, err := h.client.AutoscalingV1alpha1().FederatedHPAs(ns).Get(h.ctx, "vllm", metav1.GetOptions{})
+}
+
+// An inherited firing aimed at a generated autoscaler is checked against the
+// LeaderWorkerSet's managedFields, where its bounds are written: a change to
+// the scalePolicy's bounds by someone else after the slot is kept.
+func TestGeneratedAutoscalerInheritedFiringKeepsALaterChange(t *testing.T) {
+	obj := cron("c", boundsRule("peak", "0 8 * * *", 4, 12))
+	obj.Spec.ScaleTargetRef = generatedAutoscalers[0].ref("vllm")
+	lws := leaderWorkerSet("vllm", &lwsv1.ScalePolicy{MinReplicas: ptr.To[int32](6), MaxReplicas: 9})
+	changed := metav1.NewTime(utc("2024-05-01 08:00:30"))
+	lws.ManagedFields = []metav1.ManagedFieldsEntry{{
+		Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "leaderworkerset.x-k8s.io/v1", Time: &changed,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:scalePolicy":{"f:minReplicas":{},"f:maxReplicas":{}}}}`)},
+	}}
+	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, lws, generatedAutoscalers[0].object("vllm", lwsController("vllm")))
+	h.syncAt(utc("2024-05-01 07:00:00"), "c")
+	// The process that planned 08:00 is gone; its successor starts after
+	// the slot: the firing is inherited.
+	h.clock.SetTime(utc("2024-05-01 08:01:00"))
+	h.newController()
+	h.syncAt(utc("2024-05-01 08:01:00"), "c")
+	policy := h.lws("vllm").Spec.ScalePolicy
+	if ptr.Deref(policy.MinReplicas, 0) != 6 || policy.MaxReplicas != 9 {
+		t.Errorf("scalePolicy bounds %v/%d; the later change 6/9 must be kept", policy.MinReplicas, policy.MaxReplicas)
+	}
+	if f := h.history("c", "peak").FailedExecutions; len(f) != 1 || !strings.Contains(f[0].Message, "kubectl-edit") {
+		t.Errorf("failed executions %+v; want the other manager's change named", f)
+	}
+}
+
+func (h *harness) lws(name string) *lwsv1.LeaderWorkerSet {
+	h.t.Helper()
+	l, err := h.client.LeaderworkersetV1().LeaderWorkerSets(ns).Get(h.ctx, name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	if ptr.Deref(got.Spec.MinReplicas, 0) != 1 || got.Spec.MaxReplicas != 5 {
-		t.Errorf("the generated FederatedHPA was written: min %v max %d", got.Spec.MinReplicas, got.Spec.MaxReplicas)
-	}
-	h.expectEvent(`Warning ScaleFailed Rule "peak" (scheduled 2024-05-01T08:00:00Z): updating autoscaling.karmada.io/v1alpha1 FederatedHPA/vllm: FederatedHPA vllm is generated by the hpa-generator from the scalePolicy of LeaderWorkerSet vllm`)
-	if f := h.history("c", "peak").FailedExecutions; len(f) != 1 || !strings.Contains(f[0].Message, "target LeaderWorkerSet vllm instead") {
-		t.Errorf("failed executions %+v; want the LeaderWorkerSet named", f)
-	}
-	got, err = h.client.AutoscalingV1alpha1().FederatedHPAs(ns).Get(h.ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ptr.Deref(got.Spec.MinReplicas, 0) != 3 || got.Spec.MaxReplicas != 10 {
-		t.Errorf("a FederatedHPA no LeaderWorkerSet controls did not get the bounds: min %v max %d", got.Spec.MinReplicas, got.Spec.MaxReplicas)
-	}
+	return l
 }
