@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	"github.com/scaleplane/scaleplane/pkg/cronschedule"
 )
 
@@ -39,12 +40,13 @@ import (
 const (
 	// StateScheduled: the firing will run at its time.
 	StateScheduled = "Scheduled"
-	// StateDue: the planned firing's time has passed but its deadline has
-	// not; the controller still runs it.
+	// StateDue: a scheduled time that has passed but whose deadline has
+	// not, and that status does not record: the controller runs it at its
+	// next sync.
 	StateDue = "Due"
-	// StatePastDeadline: the planned firing's time and deadline have passed
-	// and status does not record it: the controller will record it as
-	// missed, not run it.
+	// StatePastDeadline: scheduled times whose deadline has passed and
+	// that status does not record: the controller will record them as
+	// missed (one entry, at the latest), not run them.
 	StatePastDeadline = "PastDeadline"
 	// StateSuspended: the rule is suspended and does not fire.
 	StateSuspended = "Suspended"
@@ -159,8 +161,8 @@ func newNextCommand(o *options) *cobra.Command {
 		Use:   "next [NAME]",
 		Short: "Show the next firings of every CronFederatedHPA rule, in its zone and in UTC",
 		Long: `Show the next firings of every CronFederatedHPA rule (or of the one named), computed with the
-cron-scaler's own schedule code: in the rule's time zone and in UTC, the value each sets, suspended rules, a planned
-firing that is overdue (Due: still runs; PastDeadline: will be recorded as missed), and daylight-saving changes as the
+cron-scaler's own schedule and planning code: in the rule's time zone and in UTC, the value each sets, suspended rules,
+scheduled times that passed without running (Due: still runs; PastDeadline: will be recorded as missed), and daylight-saving changes as the
 controller treats them (a wall time that does not exist fires at the end of the gap; one that occurs twice fires once,
 at the first). Firings of different rules that set the same field of the same target at the same instant are
 flagged as conflicts.`,
@@ -217,13 +219,18 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 	list := FiringList{APIVersion: apiVersion, Kind: "FiringList", Now: now.UTC(), Items: []Firing{}}
 	for i := range objs {
 		obj := &objs[i]
-		histories := map[string]*autoscalingv1alpha1.ExecutionHistory{}
-		for j := range obj.Status.ExecutionHistories {
-			h := &obj.Status.ExecutionHistories[j]
-			histories[h.RuleName] = h
+		schedule := func(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error) {
+			_, sched, err := ruleSchedule(rule, controllerLoc)
+			return sched, err
 		}
-		for j := range obj.Spec.Rules {
-			list.Items = append(list.Items, ruleFirings(obj, &obj.Spec.Rules[j], histories[obj.Spec.Rules[j].Name], now, count, controllerLoc)...)
+		// The controller's own planning, as a controller that takes the
+		// object up now (started now; no change it watched is pending in
+		// its memory): what its next sync runs, records as missed, and
+		// plans next. A running controller plans the same, but for a change
+		// it watched moments ago and has not synced yet.
+		plans := cronplan.Object(obj, &obj.Status, schedule, now, time.Time{}, nil, now)
+		for j := range plans {
+			list.Items = append(list.Items, ruleFirings(obj, &plans[j], now, count, controllerLoc)...)
 		}
 	}
 	sort.SliceStable(list.Items, func(i, j int) bool {
@@ -244,37 +251,52 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 	return list
 }
 
-// ruleFirings previews one rule: a row for a rule that does not fire, or an
-// overdue planned firing (if any) and the next count firings.
-func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, rule *autoscalingv1alpha1.CronFederatedHPARule, history *autoscalingv1alpha1.ExecutionHistory, now time.Time, count int, controllerLoc *time.Location) []Firing {
-	ref := obj.Spec.ScaleTargetRef
-	base := Firing{
-		Namespace:        obj.Namespace,
-		CronFederatedHPA: obj.Name,
-		Rule:             rule.Name,
-		Target:           TargetRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
-		Schedule:         rule.Schedule,
-		State:            StateScheduled,
-	}
-	var loc *time.Location
-	var err error
+// ruleSchedule parses a rule's schedule in its zone, as the cron-scaler
+// does (its schedule cache): the rule's timeZone, UTC for "", the
+// controller's zone (controllerLoc) when unset. loc is nil when the zone is
+// unknown.
+func ruleSchedule(rule *autoscalingv1alpha1.CronFederatedHPARule, controllerLoc *time.Location) (*time.Location, *cronschedule.Schedule, error) {
 	if rule.TimeZone == nil {
 		// The controller reads such a rule in its own zone, which this
 		// process cannot see: --controller-time-zone says it.
-		loc, base.ControllerTimeZone = controllerLoc, true
-	} else {
-		loc, err = cronschedule.RuleLocation(rule.TimeZone)
+		sched, err := cronschedule.Parse(rule.Schedule, controllerLoc)
+		if err != nil {
+			return controllerLoc, nil, fmt.Errorf("schedule %q: %w", rule.Schedule, err)
+		}
+		return controllerLoc, sched, nil
 	}
+	loc, err := cronschedule.RuleLocation(rule.TimeZone)
+	if err != nil {
+		return nil, nil, fmt.Errorf("time zone %q: %w", *rule.TimeZone, err)
+	}
+	sched, err := cronschedule.Parse(rule.Schedule, loc)
+	if err != nil {
+		return loc, nil, fmt.Errorf("schedule %q: %w", rule.Schedule, err)
+	}
+	return loc, sched, nil
+}
+
+// ruleFirings previews one rule from the controller's plan of it: a row for
+// a rule that does not fire, or the missed scheduled times the controller
+// records at its next sync (one row, at the latest, as its history keeps
+// them), the one it runs then (if any), and the next count firings.
+func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, p *cronplan.Plan, now time.Time, count int, controllerLoc *time.Location) []Firing {
+	rule := p.Rule
+	ref := obj.Spec.ScaleTargetRef
+	base := Firing{
+		Namespace:          obj.Namespace,
+		CronFederatedHPA:   obj.Name,
+		Rule:               rule.Name,
+		Target:             TargetRef{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
+		Schedule:           rule.Schedule,
+		State:              StateScheduled,
+		ControllerTimeZone: rule.TimeZone == nil,
+	}
+	loc, sched, err := ruleSchedule(rule, controllerLoc)
 	if loc != nil {
 		base.TimeZone = loc.String()
 	} else {
 		base.TimeZone = *rule.TimeZone
-	}
-	var sched *cronschedule.Schedule
-	if err != nil {
-		err = fmt.Errorf("time zone %q: %w", *rule.TimeZone, err)
-	} else if sched, err = cronschedule.Parse(rule.Schedule, loc); err != nil {
-		err = fmt.Errorf("schedule %q: %w", rule.Schedule, err)
 	}
 	if err == nil {
 		base.Sets, err = ruleValues(ref, rule)
@@ -290,24 +312,22 @@ func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, rule *autoscalingv1a
 		return []Firing{base}
 	}
 	var out []Firing
-	if history != nil && history.NextExecutionTime != nil && !history.NextExecutionTime.Time.After(now) {
-		planned := history.NextExecutionTime.Time
-		deadline := sched.Next(planned)
-		if d := rule.MaxDelaySeconds; d != nil {
-			if end := planned.Add(time.Duration(*d) * time.Second); end.Before(deadline) {
-				deadline = end
-			}
-		}
+	if p.Missed > 0 {
 		f := base
-		f.setTime(planned, loc)
+		deadline := cronplan.DeadlineOf(rule, sched, p.LastMissed)
+		f.setTime(p.LastMissed, loc)
 		f.Deadline = utcPtr(deadline)
-		if now.After(deadline) {
-			f.State = StatePastDeadline
-			f.Message = fmt.Sprintf("planned for %s and not run by its deadline %s: the controller records it as missed (is it running?)", planned.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
-		} else {
-			f.State = StateDue
-			f.Message = fmt.Sprintf("overdue since %s: still runs if the controller acts by %s", planned.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
-		}
+		f.State = StatePastDeadline
+		f.Message = fmt.Sprintf("%s, not run by its deadline %s: the controller records it as missed at its next sync (is it running?)",
+			missedTimes(p), deadline.UTC().Format(time.RFC3339))
+		out = append(out, f)
+	}
+	if !p.Due.IsZero() {
+		f := base
+		f.setTime(p.Due, loc)
+		f.Deadline = utcPtr(p.Deadline)
+		f.State = StateDue
+		f.Message = fmt.Sprintf("overdue since %s: still runs if the controller acts by %s", p.Due.UTC().Format(time.RFC3339), p.Deadline.UTC().Format(time.RFC3339))
 		out = append(out, f)
 	}
 	after := now
@@ -332,6 +352,19 @@ func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, rule *autoscalingv1a
 		after = next.At
 	}
 	return out
+}
+
+// missedTimes says which scheduled times the plan finds missed, as the
+// controller's history entry for them does.
+func missedTimes(p *cronplan.Plan) string {
+	first, last := p.FirstMissed.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339)
+	switch {
+	case p.Missed >= cronplan.MaxCountedMisses:
+		return fmt.Sprintf("missed at least %d scheduled times from %s to %s", p.Missed, first, last)
+	case p.Missed > 1:
+		return fmt.Sprintf("missed %d scheduled times from %s to %s", p.Missed, first, last)
+	}
+	return "missed the scheduled time " + last
 }
 
 func (f *Firing) setTime(t time.Time, loc *time.Location) {

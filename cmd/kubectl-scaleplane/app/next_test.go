@@ -18,9 +18,12 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +166,67 @@ func TestNextStatesJSON(t *testing.T) {
 	out := run(t, now, nil, []runtime.Object{late, bounds}, "next", "--count", "1", "-o", "json")
 	golden(t, "next-states.json", out)
 	golden(t, "next-states.txt", run(t, now, nil, []runtime.Object{late, bounds}, "next", "--count", "1"))
+}
+
+// After a downtime the preview shows what the controller does at its next
+// sync, which plans with the same code (pkg/cronplan): the missed
+// scheduled times it records as missed (one row, at the latest of them,
+// the time its history keeps), the one it still runs (Due), and nothing
+// else before the next scheduled time.
+func TestNextAfterDowntime(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 30, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 27, h, m, 0, 0, time.UTC) }
+	row := func(at time.Time, state string) string { return at.UTC().Format(time.RFC3339) + " " + state }
+	for _, c := range []struct {
+		name     string
+		schedule string
+		maxDelay *int32
+		created  time.Time
+		planned  *time.Time // status nextExecutionTime
+		want     []string
+		message  string // of the first row
+	}{{
+		name: "plan at 07:00, hourly: 07:00 missed, 08:00 runs at once", schedule: "0 * * * *", planned: ptr.To(at(7, 0)),
+		want:    []string{row(at(7, 0), StatePastDeadline), row(at(8, 0), StateDue), row(at(9, 0), StateScheduled), row(at(10, 0), StateScheduled)},
+		message: "missed the scheduled time 2026-11-27T07:00:00Z",
+	}, {
+		name: "plan at 05:00, hourly: 05:00 to 07:00 missed as one, 08:00 runs", schedule: "0 * * * *", planned: ptr.To(at(5, 0)),
+		want:    []string{row(at(7, 0), StatePastDeadline), row(at(8, 0), StateDue), row(at(9, 0), StateScheduled), row(at(10, 0), StateScheduled)},
+		message: "missed 3 scheduled times from 2026-11-27T05:00:00Z to 2026-11-27T07:00:00Z",
+	}, {
+		name: "plan at 07:00, hourly, maxDelaySeconds 600: 08:00 too late as well", schedule: "0 * * * *", maxDelay: ptr.To[int32](600), planned: ptr.To(at(7, 0)),
+		want:    []string{row(at(8, 0), StatePastDeadline), row(at(9, 0), StateScheduled), row(at(10, 0), StateScheduled)},
+		message: "missed 2 scheduled times from 2026-11-27T07:00:00Z to 2026-11-27T08:00:00Z",
+	}, {
+		name: "created at 06:50 while down, daily 07:00: runs at the first sync", schedule: "0 7 * * *", created: at(6, 50),
+		want: []string{row(at(7, 0), StateDue), row(at(7, 0).AddDate(0, 0, 1), StateScheduled), row(at(7, 0).AddDate(0, 0, 2), StateScheduled)},
+	}, {
+		name: "created at 06:50, daily 07:00, maxDelaySeconds 600: missed", schedule: "0 7 * * *", maxDelay: ptr.To[int32](600), created: at(6, 50),
+		want:    []string{row(at(7, 0), StatePastDeadline), row(at(7, 0).AddDate(0, 0, 1), StateScheduled), row(at(7, 0).AddDate(0, 0, 2), StateScheduled)},
+		message: "missed the scheduled time 2026-11-27T07:00:00Z",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := cronFHPA("default", "api", "Deployment", "api",
+				autoscalingv1alpha1.CronFederatedHPARule{Name: "r", Schedule: c.schedule, TimeZone: ptr.To(""), TargetReplicas: ptr.To[int32](3), MaxDelaySeconds: c.maxDelay})
+			obj.CreationTimestamp = metav1.NewTime(c.created)
+			if c.planned != nil {
+				obj.CreationTimestamp = metav1.NewTime(at(0, 0))
+				obj.Status.ExecutionHistories = []autoscalingv1alpha1.ExecutionHistory{{RuleName: "r", NextExecutionTime: ptr.To(metav1.NewTime(*c.planned))}}
+			}
+			var list FiringList
+			if err := json.Unmarshal([]byte(run(t, now, nil, []runtime.Object{obj}, "next", "--count", "2", "-o", "json")), &list); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range list.Items {
+				got = append(got, row(*f.Time, f.State))
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("firings %v; want %v", got, c.want)
+			}
+			if c.message != "" && len(list.Items) > 0 && !strings.Contains(list.Items[0].Message, c.message) {
+				t.Errorf("first firing says %q; want it to say %q", list.Items[0].Message, c.message)
+			}
+		})
+	}
 }

@@ -48,7 +48,7 @@ import (
 // decision reads only what is durable or derived from it, the other
 // object's status in the lister (merged with what this process wrote and
 // the cache does not show yet) and its plan, made by the same planning as
-// its own sync (planRule, from its status, managedFields and the replan
+// its own sync (cronplan.Rule, from its status, managedFields and the replan
 // marks this process holds). The object synced first finds the later slot
 // due and yields; the one synced second finds its own slot the later one (or
 // already applied) and writes it. No memory shared between syncs decides,

@@ -53,6 +53,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	informers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	listers "github.com/scaleplane/scaleplane/pkg/generated/listers/autoscaling/v1alpha1"
@@ -148,7 +149,7 @@ type Controller struct {
 // writes: its targets (scale subresource, FederatedHPA, HPA) and
 // CronFederatedHPA status. A target's entry says whether and when the
 // cron-scaler last changed it (see inheritedFiring).
-const FieldManager = "scaleplane-cron-scaler"
+const FieldManager = cronplan.FieldManager
 
 // Config is what the cron-scaler is built from.
 type Config struct {

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/tools/cache"
@@ -149,34 +150,14 @@ func prepend[T any](list []T, e T, limit int) []T {
 	return out
 }
 
-// findHistory returns the history of the named rule in status.
+// findHistory returns the history of the named rule in status
+// (cronplan.FindHistory).
 func findHistory(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) (autoscalingv1alpha1.ExecutionHistory, bool) {
-	for i := range status.ExecutionHistories {
-		if status.ExecutionHistories[i].RuleName == rule {
-			return *status.ExecutionHistories[i].DeepCopy(), true
-		}
-	}
-	return autoscalingv1alpha1.ExecutionHistory{RuleName: rule}, false
+	return cronplan.FindHistory(status, rule)
 }
 
 // lastHandled is the latest scheduled time the history says was handled
-// (applied, failed or missed). It is read from what every schema stores, the
-// newest scheduleTime of the successful and failed executions, and from
-// lastScheduleTime where the schema keeps it (Karmada's prunes it; it also
-// still counts a failure that failedHistoryLimit 0 did not keep).
+// (cronplan.LastHandled).
 func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
-	var last time.Time
-	later := func(t *metav1.Time) {
-		if t != nil && t.Time.After(last) {
-			last = t.Time
-		}
-	}
-	later(h.LastScheduleTime)
-	for i := range h.SuccessfulExecutions {
-		later(h.SuccessfulExecutions[i].ScheduleTime)
-	}
-	for i := range h.FailedExecutions {
-		later(h.FailedExecutions[i].ScheduleTime)
-	}
-	return last
+	return cronplan.LastHandled(h)
 }

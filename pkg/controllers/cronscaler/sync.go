@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,7 +184,7 @@ func (c *Controller) readLive(ctx context.Context, obj *autoscalingv1alpha1.Cron
 // dormantStatus is the status of an object without rules: the histories of
 // its last rules, with no next execution. They are kept, not emptied, so
 // that a rule added back later (while the controller is down, say) is planned
-// from the time it was added (see ruleStart) instead of the object's
+// from the time it was added (see cronplan.RuleStart) instead of the object's
 // creation, which would run again a slot that was already applied.
 func dormantStatus(base *autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
 	status := base.DeepCopy()
@@ -222,92 +223,27 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 }
 
 // plan plans every rule of the object from base, its status as this sync
-// found it (see memory.base). replanAll and replan are when a change seen by
-// the event handlers that invalidated the plan of every rule or of the named
-// ones was made.
+// found it (see memory.base), with pkg/cronplan (see cronplan.Object and
+// cronplan.Rule for the rules). replanAll and replan are when a change seen
+// by the event handlers that invalidated the plan of every rule or of the
+// named ones was made.
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
-	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
-	changed := lastSpecChange(obj, now)
-	stale := !changed.IsZero() && changed.After(ownStatusWrite(obj))
-	// A change made after the cron-scaler's last status write and before this process
-	// started was not watched by it: it may have been of the target or the
-	// values, and nothing the API keeps says which (see planFrom.unwatched).
-	var unwatched time.Time
-	if stale && !changed.After(c.started) {
-		unwatched = changed
-	}
-	for i := range obj.Spec.Rules {
-		rule := &obj.Spec.Rules[i]
-		sched, err := c.schedules.get(rule)
-		history, found := findHistory(base, rule.Name)
-		from := planFrom{replan: replanAll, edited: changed, stale: stale, unwatched: unwatched}
-		if r := replan[rule.Name]; r.After(from.replan) {
-			from.replan = r
-		}
-		if !found {
-			from.start = ruleStart(obj, base, now)
-		}
-		plans = append(plans, planRule(rule, history, sched, err, from, now))
+	shared := cronplan.Object(obj, base, c.schedules.get, c.started, replanAll, replan, now)
+	plans := make([]rulePlan, 0, len(shared))
+	for _, p := range shared {
+		plans = append(plans, rulePlanOf(p))
 	}
 	return plans
 }
 
-// ruleStart is when a rule with no history came to exist, the time its first
-// sight plans from (as the CronJob controller plans a new CronJob from its
-// creation). It is the object's creation when status has no history at all
-// (the object was never synced). Otherwise the rule was added to an existing
-// object: the last change of the object (see lastSpecChange), which is when
-// the generation that added the rule was written, or later. (A rule added
-// while the controller watched was marked for a replan by the event handler
-// instead.) Never after now, so a clock behind the apiserver's cannot make a
-// rule skip its present.
-func ruleStart(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, now time.Time) time.Time {
-	start := obj.CreationTimestamp.Time
-	if len(base.ExecutionHistories) > 0 {
-		if changed := lastSpecChange(obj, now); changed.After(start) {
-			start = changed
-		}
-	}
-	if start.IsZero() || start.After(now) {
-		return now
-	}
-	return start
-}
-
-// ownStatusWrite is the time of the cron-scaler's newest status write (its
-// own field manager's entry: this process or another of its processes), as
-// the object's managedFields say; zero without one. Only such a write says
-// that the plan in status was made for the object as it was then: another
-// cron controller writing status (Karmada's, switched back on) may leave
-// the plan of the object as it was before an edit, and a change made while
-// no cron-scaler watched would then pass for one the plan was made after
-// (a retarget's old slot applied to the new target, or a widened schedule's
-// first slot lost, issue 26).
+// ownStatusWrite is the time of the cron-scaler's newest status write
+// (cronplan.OwnStatusWrite).
 func ownStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) time.Time {
-	var newest time.Time
-	for _, f := range obj.ManagedFields {
-		if f.Subresource == "status" && f.Manager == FieldManager && f.Time != nil && f.Time.Time.After(newest) {
-			newest = f.Time.Time
-		}
-	}
-	return newest
+	return cronplan.OwnStatusWrite(obj)
 }
 
-// lastSpecChange is the last change of the object's spec or metadata: the
-// newest time in its managed fields, status writes aside (the apiserver moves
-// a manager's time only when its write changed something). An edit the
-// controller did not see (it was down) happened then or before. Zero when
-// the object has no managed fields (tracking off, or stripped); never after
-// now.
+// lastSpecChange is the last change of the object's spec or metadata
+// (cronplan.LastSpecChange).
 func lastSpecChange(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	var last time.Time
-	for _, f := range obj.ManagedFields {
-		if f.Subresource == "" && f.Time != nil && f.Time.Time.After(last) {
-			last = f.Time.Time
-		}
-	}
-	if last.After(now) {
-		return now
-	}
-	return last
+	return cronplan.LastSpecChange(obj, now)
 }
