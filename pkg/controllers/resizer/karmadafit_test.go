@@ -223,7 +223,9 @@ func TestKarmadaContainerRemovedOrMovedInTheTemplate(t *testing.T) {
 	k.sync(t0)
 
 	// Moved to the front: the rules now address index 0.
-	k.editTemplate(func(spec *corev1.PodSpec) { spec.Containers[0], spec.Containers[1] = spec.Containers[1], spec.Containers[0] })
+	k.editTemplate(func(spec *corev1.PodSpec) {
+		spec.Containers[0], spec.Containers[1] = spec.Containers[1], spec.Containers[0]
+	})
 	k.sync(t0.Add(time.Minute))
 	for _, p := range k.policyPaths() {
 		if !strings.HasPrefix(p, containerPath(0)+"/") {

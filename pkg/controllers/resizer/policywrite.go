@@ -179,4 +179,3 @@ func (c *Controller) forgetFederated(ctx context.Context, key cache.ObjectName) 
 	}
 	return nil
 }
-
