@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 )
 
 // ScalerList is what `who-scales -o json` prints.
@@ -61,8 +62,8 @@ type Scaler struct {
 	MaxReplicas     *int32 `json:"maxReplicas,omitempty"`
 	CurrentReplicas *int32 `json:"currentReplicas,omitempty"`
 	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
-	// GeneratedBy names the object an HPA was generated for
-	// (the hpa-generator's LeaderWorkerSet).
+	// GeneratedBy names the object an HPA or FederatedHPA was generated
+	// for (the hpa-generator's LeaderWorkerSet).
 	GeneratedBy string `json:"generatedBy,omitempty"`
 	// NextFiring is a CronFederatedHPA's next firing of any rule.
 	NextFiring *Firing `json:"nextFiring,omitempty"`
@@ -113,8 +114,8 @@ func newWhoScalesCommand(o *options) *cobra.Command {
 		Short: "List every object that sets a workload's replicas, bounds or resources, and where they fight",
 		Long: `List every object that sets the replicas or the bounds of a workload, or the resources of its containers:
 CronFederatedHPAs (with their next firing), HorizontalPodAutoscalers and FederatedHPAs (min, max, current), a
-LeaderWorkerSet's scalePolicy and the HPA the hpa-generator keeps for it, CronFederatedHPAs that move those
-autoscalers' bounds, and AddonResizers on its containers. Objects that fight over one field are named in a warning.`,
+LeaderWorkerSet's scalePolicy and the autoscaler the hpa-generator keeps for it (an HPA, or a FederatedHPA on
+Karmada), CronFederatedHPAs that move those autoscalers' bounds, and AddonResizers on its containers. Objects that fight over one field are named in a warning.`,
 		Example: `  kubectl scaleplane who-scales deployment/nginx
   kubectl scaleplane who-scales lws/leaderworkerset-sample -n inference -o json`,
 		Args: cobra.ExactArgs(1),
@@ -156,20 +157,21 @@ func whoScales(ctx context.Context, c *Clients, ns, kindArg, name string) (Scale
 	if err != nil {
 		return list, fmt.Errorf("listing HorizontalPodAutoscalers: %w", err)
 	}
-	generated := map[string]string{} // HPA name -> the LeaderWorkerSet it was generated for
+	// The autoscalers the hpa-generator keeps, an HPA or (on Karmada) a
+	// FederatedHPA, and the LeaderWorkerSet each is generated for.
+	generated := map[objectRef]string{}
 	for i := range hpas.Items {
 		h := &hpas.Items[i]
-		for _, or := range h.OwnerReferences {
-			if or.Controller != nil && *or.Controller && or.Kind == "LeaderWorkerSet" {
-				generated[h.Name] = "LeaderWorkerSet/" + or.Name
-			}
+		self := objectRef{group: "autoscaling", kind: "HorizontalPodAutoscaler", name: h.Name}
+		if lws := generatedFor(h); lws != "" {
+			generated[self] = lws
 		}
 		ref := h.Spec.ScaleTargetRef
 		if !refOf(ref.APIVersion, ref.Kind, ref.Name).matches(target) {
 			continue
 		}
-		autoscalers[objectRef{group: "autoscaling", kind: "HorizontalPodAutoscaler", name: h.Name}] = true
-		list.Items = append(list.Items, autoscalerScaler("HorizontalPodAutoscaler", h.Name, h.Spec.MinReplicas, &h.Spec.MaxReplicas, h.Status, generated[h.Name]))
+		autoscalers[self] = true
+		list.Items = append(list.Items, autoscalerScaler(self.kind, h.Name, h.Spec.MinReplicas, &h.Spec.MaxReplicas, h.Status, lwsName(generated[self])))
 	}
 	fhpas, err := c.Scaleplane.AutoscalingV1alpha1().FederatedHPAs(ns).List(ctx, metav1.ListOptions{})
 	switch {
@@ -180,34 +182,55 @@ func whoScales(ctx context.Context, c *Clients, ns, kindArg, name string) (Scale
 	default:
 		for i := range fhpas.Items {
 			f := &fhpas.Items[i]
+			self := objectRef{group: "autoscaling.karmada.io", kind: "FederatedHPA", name: f.Name}
+			if lws := generatedFor(f); lws != "" {
+				generated[self] = lws
+			}
 			ref := f.Spec.ScaleTargetRef
 			if !refOf(ref.APIVersion, ref.Kind, ref.Name).matches(target) {
 				continue
 			}
-			autoscalers[objectRef{group: "autoscaling.karmada.io", kind: "FederatedHPA", name: f.Name}] = true
-			list.Items = append(list.Items, autoscalerScaler("FederatedHPA", f.Name, f.Spec.MinReplicas, &f.Spec.MaxReplicas, f.Status, ""))
+			autoscalers[self] = true
+			list.Items = append(list.Items, autoscalerScaler(self.kind, f.Name, f.Spec.MinReplicas, &f.Spec.MaxReplicas, f.Status, lwsName(generated[self])))
 		}
 	}
 
-	if kind == "LeaderWorkerSet" {
-		lws, err := c.Scaleplane.LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, name, metav1.GetOptions{})
+	// scalePolicies reads a LeaderWorkerSet's scalePolicy once (nil: none,
+	// or no such LeaderWorkerSet).
+	scalePolicies := map[string]*lwsv1.ScalePolicy{}
+	scalePolicy := func(lws string) (*lwsv1.ScalePolicy, error) {
+		if p, ok := scalePolicies[lws]; ok {
+			return p, nil
+		}
+		obj, err := c.Scaleplane.LeaderworkersetV1().LeaderWorkerSets(ns).Get(ctx, lws, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			scalePolicies[lws] = nil
 		case err != nil:
-			return list, fmt.Errorf("reading LeaderWorkerSet %s: %w", name, err)
-		case lws.Spec.ScalePolicy != nil:
-			s := Scaler{Kind: "LeaderWorkerSet", Name: name, Sets: "minReplicas/maxReplicas of the generated HPA",
-				MinReplicas: lws.Spec.ScalePolicy.MinReplicas, MaxReplicas: ptrInt32(lws.Spec.ScalePolicy.MaxReplicas)}
-			var hpaNames []string
-			for h, owner := range generated {
-				if owner == "LeaderWorkerSet/"+name {
-					hpaNames = append(hpaNames, "HorizontalPodAutoscaler/"+h)
+			return nil, fmt.Errorf("reading LeaderWorkerSet %s: %w", lws, err)
+		default:
+			scalePolicies[lws] = obj.Spec.ScalePolicy
+		}
+		return scalePolicies[lws], nil
+	}
+	if kind == "LeaderWorkerSet" {
+		policy, err := scalePolicy(name)
+		if err != nil {
+			return list, err
+		}
+		if policy != nil {
+			s := Scaler{Kind: "LeaderWorkerSet", Name: name, Sets: "minReplicas/maxReplicas of the generated autoscaler",
+				MinReplicas: policy.MinReplicas, MaxReplicas: ptrInt32(policy.MaxReplicas)}
+			var kept []string
+			for r, owner := range generated {
+				if owner == name {
+					kept = append(kept, r.String())
 				}
 			}
-			sort.Strings(hpaNames)
-			s.Details = "spec.scalePolicy; the hpa-generator keeps " + strings.Join(hpaNames, ", ")
-			if len(hpaNames) == 0 {
-				s.Details = "spec.scalePolicy; the hpa-generator has not written its HPA yet"
+			sort.Strings(kept)
+			s.Details = "spec.scalePolicy; the hpa-generator keeps " + strings.Join(kept, ", ")
+			if len(kept) == 0 {
+				s.Details = "spec.scalePolicy; the hpa-generator has not written its autoscaler yet (an HPA, or a FederatedHPA on Karmada)"
 			}
 			list.Items = append(list.Items, s)
 		}
@@ -232,11 +255,24 @@ func whoScales(ctx context.Context, c *Clients, ns, kindArg, name string) (Scale
 			}
 		case autoscalers[r]:
 			s.Sets, s.Via = strings.Join(cronFields(cr), ", "), r.String()
-			if owner := generated[r.name]; r.kind == "HorizontalPodAutoscaler" && owner != "" {
-				list.Warnings = append(list.Warnings, fmt.Sprintf("CronFederatedHPA %s targets %s, which the hpa-generator keeps for %s: the cron-scaler refuses it; target %s (its scalePolicy bounds) instead", cr.Name, r, owner, owner))
-			}
 		default:
 			continue
+		}
+		if lws, ok := generated[r]; ok {
+			// The cron-scaler never writes a generated autoscaler, which
+			// the hpa-generator would put back: a rule's bounds go to the
+			// scalePolicy the generator builds it from.
+			s.Details = fmt.Sprintf("bounds written to the scalePolicy of LeaderWorkerSet/%s, which the hpa-generator copies to %s", lws, r)
+			policy, err := scalePolicy(lws)
+			if err != nil {
+				return list, err
+			}
+			if policy == nil {
+				list.Warnings = append(list.Warnings, fmt.Sprintf("CronFederatedHPA %s targets %s, generated for LeaderWorkerSet/%s, but LeaderWorkerSet/%s has no scalePolicy: "+
+					"its firings fail until it has one (the hpa-generator deletes %s meanwhile)", cr.Name, r, lws, lws, r))
+				list.Items = append(list.Items, s)
+				continue
+			}
 		}
 		firings := planFirings([]autoscalingv1alpha1.CronFederatedHPA{*cr}, now, 1, time.UTC)
 		for j := range firings.Items {
@@ -305,6 +341,25 @@ func whoScales(ctx context.Context, c *Clients, ns, kindArg, name string) (Scale
 
 func ptrInt32(v int32) *int32 { return &v }
 
+// generatedFor returns the name of the LeaderWorkerSet an autoscaler is
+// generated for by the hpa-generator, told by its controller reference as
+// the cron-scaler tells it; "" for any other autoscaler.
+func generatedFor(obj metav1.Object) string {
+	owner := metav1.GetControllerOfNoCopy(obj)
+	if owner == nil || owner.Kind != "LeaderWorkerSet" || !strings.HasPrefix(owner.APIVersion, lwsv1.GroupName+"/") {
+		return ""
+	}
+	return owner.Name
+}
+
+// lwsName is "LeaderWorkerSet/NAME", or "" for no name.
+func lwsName(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "LeaderWorkerSet/" + name
+}
+
 func autoscalerScaler(kind, name string, min, max *int32, status autoscalingv2.HorizontalPodAutoscalerStatus, generatedBy string) Scaler {
 	s := Scaler{Kind: kind, Name: name, Sets: "replicas", MinReplicas: min, MaxReplicas: max,
 		CurrentReplicas: ptrInt32(status.CurrentReplicas), DesiredReplicas: ptrInt32(status.DesiredReplicas), GeneratedBy: generatedBy}
@@ -355,7 +410,8 @@ func printScalers(w io.Writer, list ScalerList) error {
 	for _, s := range list.Items {
 		details := s.Details
 		if f := s.NextFiring; f != nil {
-			details = fmt.Sprintf("next: rule %s sets %s at %s (%s)", f.Rule, f.Sets, f.Time.Format("2006-01-02 15:04:05Z"), f.LocalTime)
+			next := fmt.Sprintf("next: rule %s sets %s at %s (%s)", f.Rule, f.Sets, f.Time.Format("2006-01-02 15:04:05Z"), f.LocalTime)
+			details = strings.TrimSuffix(next+"; "+details, "; ")
 		}
 		t.row(s.Kind, s.Name, s.Sets, s.Via, details)
 	}
