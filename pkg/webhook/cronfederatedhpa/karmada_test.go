@@ -28,9 +28,6 @@ import (
 	"time"
 
 	"github.com/adhocore/gronx"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/api/validate/content"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -39,108 +36,78 @@ import (
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
-// karmadaValidate is karmada-webhook's CronFederatedHPA validation, which the
-// karmadactl, operator and hack installs register on karmada-apiserver next
-// to scaleplane's webhook: transcribed from Karmada v1.18.2,
-// pkg/webhook/cronfederatedhpa/validating.go (ValidatingAdmission.Handle,
-// validateCronFederatedHPASpec, validateCronFederatedHPARules,
-// validateCronFederatedHPAScalingReplicas; unchanged at f8fdd02df) and
-// pkg/util/lifted/validatingfhpa.go (ValidateCrossVersionObjectReference).
-// The one substitution: gronx is this module's version (Karmada pins
-// v1.6.3); the schedules used here are plain five-field ones both accept.
+// karmadaValidate says what karmada-webhook's CronFederatedHPA validation
+// (Karmada v1.18.2, pkg/webhook/cronfederatedhpa/validating.go; unchanged at
+// f8fdd02df), which the karmadactl, operator and hack installs register on
+// karmada-apiserver next to scaleplane's webhook, denies in a CronFederatedHPA's
+// target kind and rules: its rules and messages as ANCHORS.md lists them
+// (items 2, 4, 5, 6, 7 and 8), with the field paths and the "" value it reports.
+// Schedules are checked with this module's gronx (Karmada pins v1.6.3); the
+// schedules used here are plain five-field ones both accept.
 //
 // Unlike scaleplane's webhook, it admits targetMinReplicas/targetMaxReplicas
 // without targetReplicas only when scaleTargetRef.apiVersion is exactly
 // autoscaling.karmada.io/v1alpha1 (and the kind FederatedHPA): every other
 // target, a LeaderWorkerSet included, needs targetReplicas.
 func karmadaValidate(cron *autoscalingv1alpha1.CronFederatedHPA) field.ErrorList {
-	errs := field.ErrorList{}
-	errs = append(errs, apivalidation.ValidateObjectMeta(&cron.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
-	errs = append(errs, karmadaValidateSpec(&cron.Spec, field.NewPath("spec"))...)
-	return errs
-}
-
-func karmadaValidateSpec(spec *autoscalingv1alpha1.CronFederatedHPASpec, fldPath *field.Path) field.ErrorList {
-	errs := field.ErrorList{}
-	scaleFHPA := false
-	ref := spec.ScaleTargetRef
-	if ref.APIVersion == "autoscaling.karmada.io/v1alpha1" {
-		if ref.Kind != "FederatedHPA" {
-			return append(errs, field.Invalid(fldPath.Child("scaleTargetRef").Child("kind"), ref.Kind,
-				fmt.Sprintf("invalid scaleTargetRef kind: %s, only support %s", ref.Kind, "FederatedHPA")))
-		}
-		scaleFHPA = true
+	spec := field.NewPath("spec")
+	ref := cron.Spec.ScaleTargetRef
+	federated := ref.APIVersion == "autoscaling.karmada.io/v1alpha1"
+	if federated && ref.Kind != "FederatedHPA" {
+		// Nothing else is looked at then.
+		return field.ErrorList{field.Invalid(spec.Child("scaleTargetRef", "kind"), ref.Kind,
+			fmt.Sprintf("invalid scaleTargetRef kind: %s, only support FederatedHPA", ref.Kind))}
 	}
-	errs = append(errs, karmadaValidateCrossVersionObjectReference(ref, fldPath.Child("scaleTargetRef"))...)
-	errs = append(errs, karmadaValidateRules(spec.Rules, scaleFHPA, ref.Kind, fldPath.Child("rules"))...)
-	return errs
-}
-
-func karmadaValidateCrossVersionObjectReference(ref autoscalingv2.CrossVersionObjectReference, fldPath *field.Path) field.ErrorList {
-	allErrs := field.ErrorList{}
-	if len(ref.Kind) == 0 {
-		allErrs = append(allErrs, field.Required(fldPath.Child("kind"), ""))
-	} else {
-		for _, msg := range content.IsPathSegmentName(ref.Kind) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("kind"), ref.Kind, msg))
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, r := range cron.Spec.Rules {
+		at := spec.Child("rules").Index(i)
+		if seen.Has(r.Name) {
+			errs = append(errs, field.Duplicate(at.Child("name"), r.Name))
 		}
-	}
-	if len(ref.Name) == 0 {
-		allErrs = append(allErrs, field.Required(fldPath.Child("name"), ""))
-	} else {
-		for _, msg := range content.IsPathSegmentName(ref.Name) {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("name"), ref.Name, msg))
+		seen.Insert(r.Name)
+		if !gronx.New().IsValid(r.Schedule) {
+			errs = append(errs, field.Invalid(at.Child("schedule"), r.Schedule, "invalid cron format"))
 		}
-	}
-	return allErrs
-}
-
-func karmadaValidateRules(rules []autoscalingv1alpha1.CronFederatedHPARule, scaleFHPA bool, scaleTargetKind string, fldPath *field.Path) field.ErrorList {
-	errs := field.ErrorList{}
-	ruleNameSet := sets.New[string]()
-	for index, rule := range rules {
-		if ruleNameSet.Has(rule.Name) {
-			errs = append(errs, field.Duplicate(fldPath.Index(index).Child("name"), rule.Name))
-		}
-		ruleNameSet.Insert(rule.Name)
-		if !gronx.New().IsValid(rule.Schedule) {
-			errs = append(errs, field.Invalid(fldPath.Index(index).Child("schedule"), rule.Schedule, "invalid cron format"))
-		}
-		if rule.TimeZone != nil {
-			if _, err := time.LoadLocation(*rule.TimeZone); err != nil {
-				errs = append(errs, field.Invalid(fldPath.Index(index).Child("timeZone"), rule.TimeZone, err.Error()))
+		if r.TimeZone != nil {
+			if _, err := time.LoadLocation(*r.TimeZone); err != nil {
+				errs = append(errs, field.Invalid(at.Child("timeZone"), r.TimeZone, err.Error()))
 			}
 		}
-		errs = append(errs, karmadaValidateScalingReplicas(rule, scaleFHPA, scaleTargetKind, fldPath.Index(index))...)
+		errs = append(errs, karmadaReplicaDenials(r, federated, ref.Kind, at)...)
 	}
 	return errs
 }
 
-func karmadaValidateScalingReplicas(rule autoscalingv1alpha1.CronFederatedHPARule, scaleFHPA bool, scaleTargetKind string, fldPath *field.Path) field.ErrorList {
-	errs := field.ErrorList{}
-	if scaleFHPA {
-		if rule.TargetMinReplicas == nil && rule.TargetMaxReplicas == nil {
-			errs = append(errs, field.Invalid(fldPath.Child("targetMaxReplicas"), "",
-				"targetMinReplicas and targetMaxReplicas cannot be nil at the same time if you want to scale FederatedHPA"))
-		}
-		if ptr.Deref(rule.TargetMinReplicas, 1) <= 0 {
-			errs = append(errs, field.Invalid(fldPath.Child("targetMinReplicas"), "", "targetMinReplicas should be larger than 0"))
-		}
-		if ptr.Deref(rule.TargetMaxReplicas, math.MaxInt32) <= 0 {
-			errs = append(errs, field.Invalid(fldPath.Child("targetMaxReplicas"), "", "targetMaxReplicas should be larger than 0"))
-		}
-		if ptr.Deref(rule.TargetMinReplicas, 1) > ptr.Deref(rule.TargetMaxReplicas, math.MaxInt32) {
-			errs = append(errs, field.Invalid(fldPath.Child("targetMinReplicas"), "",
-				"targetMaxReplicas should be larger than or equal to targetMinReplicas"))
-		}
-		return errs
+// karmadaReplicaDenials are ANCHORS.md's items 7 (a FederatedHPA target: the
+// bounds, targetReplicas ignored) and 8 (any other target: targetReplicas,
+// the bounds ignored). An unset bound counts as 1 (min) or unbounded (max).
+func karmadaReplicaDenials(r autoscalingv1alpha1.CronFederatedHPARule, federated bool, kind string, at *field.Path) field.ErrorList {
+	type check struct {
+		denied bool
+		field  string
+		msg    string
 	}
-	if rule.TargetReplicas == nil {
-		errs = append(errs, field.Invalid(fldPath.Child("targetReplicas"), "",
-			fmt.Sprintf("targetReplicas cannot be nil if you want to scale %s", scaleTargetKind)))
+	var checks []check
+	if federated {
+		lo, hi := ptr.Deref(r.TargetMinReplicas, 1), ptr.Deref(r.TargetMaxReplicas, math.MaxInt32)
+		checks = []check{
+			{r.TargetMinReplicas == nil && r.TargetMaxReplicas == nil, "targetMaxReplicas", "targetMinReplicas and targetMaxReplicas cannot be nil at the same time if you want to scale FederatedHPA"},
+			{lo <= 0, "targetMinReplicas", "targetMinReplicas should be larger than 0"},
+			{hi <= 0, "targetMaxReplicas", "targetMaxReplicas should be larger than 0"},
+			{lo > hi, "targetMinReplicas", "targetMaxReplicas should be larger than or equal to targetMinReplicas"},
+		}
+	} else {
+		checks = []check{
+			{r.TargetReplicas == nil, "targetReplicas", "targetReplicas cannot be nil if you want to scale " + kind},
+			{ptr.Deref(r.TargetReplicas, 0) < 0, "targetReplicas", "targetReplicas should be larger than or equal to 0"},
+		}
 	}
-	if ptr.Deref(rule.TargetReplicas, 0) < 0 {
-		errs = append(errs, field.Invalid(fldPath.Child("targetReplicas"), "", "targetReplicas should be larger than or equal to 0"))
+	var errs field.ErrorList
+	for _, c := range checks {
+		if c.denied {
+			errs = append(errs, field.Invalid(at.Child(c.field), "", c.msg))
+		}
 	}
 	return errs
 }
