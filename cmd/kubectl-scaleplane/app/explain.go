@@ -26,6 +26,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -184,8 +185,7 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		if e.Clusters, err = explainClusters(ctx, c, ns, ar, units); err != nil {
 			return Explanation{}, err
 		}
-		e.Next = fmt.Sprintf("per member cluster: %d of %d held at their recommendation by OverridePolicy %s; see each cluster's state",
-			ptrInt(status.SizedClusters), ptrInt(status.MemberClusters), orNone(status.OverridePolicy))
+		e.Next = karmadaNext(status)
 		var differ []string
 		for _, m := range e.Clusters {
 			if m.PolicyDiffers {
@@ -473,6 +473,22 @@ func printExplanation(w io.Writer, e Explanation) error {
 		}
 	}
 	return nil
+}
+
+// karmadaNext says how the member clusters stand. Without an OverridePolicy
+// nothing holds them (it could not be written, or no member holds a size of
+// its own), and the UpToDate condition says why.
+func karmadaNext(status *scaleplanev1alpha1.AddonResizerStatus) string {
+	if status.OverridePolicy != "" {
+		return fmt.Sprintf("per member cluster: %d of %d held at their recommendation by OverridePolicy %s; see each cluster's state",
+			ptrInt(status.SizedClusters), ptrInt(status.MemberClusters), status.OverridePolicy)
+	}
+	next := fmt.Sprintf("per member cluster: %d of %d at their recommendation; no OverridePolicy holds a size, so every member runs the template's resources",
+		ptrInt(status.SizedClusters), ptrInt(status.MemberClusters))
+	if c := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); c != nil && c.Status != metav1.ConditionTrue {
+		next += fmt.Sprintf(" (UpToDate %s, %s: %s)", c.Status, c.Reason, c.Message)
+	}
+	return next
 }
 
 func ptrInt(p *int32) int32 {

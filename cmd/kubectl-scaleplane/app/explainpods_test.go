@@ -228,3 +228,25 @@ func TestExplainAddonResizerPodsBackoffHoldsNoPlace(t *testing.T) {
 		})
 	}
 }
+
+// Without an OverridePolicy (its write refused), explain does not say the
+// members are held by one: it says none holds them, and why (issue 35,
+// defect 7).
+func TestExplainKarmadaWithoutOverridePolicy(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	held := resources("48m", "72Mi", "")
+	ar := resizer("api-a", "api", scaleplanev1alpha1.AddonResizerStatus{
+		Federation: scaleplanev1alpha1.FederationKarmada, MemberClusters: ptr.To[int32](2), SizedClusters: ptr.To[int32](0),
+		Clusters: []scaleplanev1alpha1.MemberClusterStatus{
+			{Name: "member1", Nodes: ptr.To[int32](10), Resources: &held, State: scaleplanev1alpha1.MemberSized, Message: "Sized for 10 nodes; not applied"},
+			{Name: "member2", Nodes: ptr.To[int32](10), Resources: &held, State: scaleplanev1alpha1.MemberSized, Message: "Sized for 10 nodes; not applied"},
+		},
+		Conditions: []metav1.Condition{{Type: scaleplanev1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "OverridePolicyFailed", Message: "forbidden"}},
+	})
+	ar.Spec.Federation = scaleplanev1alpha1.FederationKarmada
+	kube := []runtime.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api"}}}
+	out := run(t, now, kube, []runtime.Object{ar}, "explain", "addonresizer", "api-a")
+	if strings.Contains(out, "by OverridePolicy <none>") || !strings.Contains(out, "no OverridePolicy holds a size") || !strings.Contains(out, "OverridePolicyFailed: forbidden") {
+		t.Errorf("explain without an OverridePolicy:\n%s", out)
+	}
+}
