@@ -48,6 +48,10 @@ const (
 	// that status does not record: the controller will record them as
 	// missed (one entry, at the latest), not run them.
 	StatePastDeadline = "PastDeadline"
+	// StateSuperseded: a scheduled time that is due, but every field it
+	// sets is set by a later due one on the same target: the controller
+	// applies the latest and records this one as superseded, not applied.
+	StateSuperseded = "Superseded"
 	// StateSuspended: the rule is suspended and does not fire.
 	StateSuspended = "Suspended"
 	// StateInvalid: the controller cannot run the rule (schedule, zone or
@@ -162,7 +166,8 @@ func newNextCommand(o *options) *cobra.Command {
 		Short: "Show the next firings of every CronFederatedHPA rule, in its zone and in UTC",
 		Long: `Show the next firings of every CronFederatedHPA rule (or of the one named), computed with the
 cron-scaler's own schedule and planning code: in the rule's time zone and in UTC, the value each sets, suspended rules,
-scheduled times that passed without running (Due: still runs; PastDeadline: will be recorded as missed), and daylight-saving changes as the
+scheduled times that passed without running (Due: still runs; PastDeadline: will be recorded as missed;
+Superseded: a later due one takes its fields), and daylight-saving changes as the
 controller treats them (a wall time that does not exist fires at the end of the gap; one that occurs twice fires once,
 at the first). Firings of different rules that set the same field of the same target at the same instant are
 flagged as conflicts.`,
@@ -247,8 +252,57 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 		}
 		return a.Rule < b.Rule
 	})
+	supersede(list.Items)
 	list.Conflicts = findConflicts(list.Items)
 	return list
+}
+
+// supersede marks the due firings every field of which a later due firing
+// on the same target sets, of the same object or another: the controller
+// applies a field's latest scheduled value only, so that the target does
+// not flap through stale ones, and records the others as superseded (the
+// cron-scaler's fire and yieldToOtherObjects). A firing that keeps one of
+// its fields stays due. Of objects not listed (next NAME) nothing is known.
+func supersede(items []Firing) {
+	type fieldOf struct {
+		ns, group, kind, name, field string
+	}
+	keyOf := func(f *Firing, field string) fieldOf {
+		gv, _ := schema.ParseGroupVersion(f.Target.APIVersion)
+		return fieldOf{f.Namespace, gv.Group, f.Target.Kind, f.Target.Name, field}
+	}
+	latest := map[fieldOf]int{}
+	for i := range items {
+		if items[i].State != StateDue {
+			continue
+		}
+		for field := range items[i].Sets.fields() {
+			k := keyOf(&items[i], field)
+			if j, ok := latest[k]; !ok || items[i].Time.After(*items[j].Time) {
+				latest[k] = i
+			}
+		}
+	}
+	for i := range items {
+		f := &items[i]
+		if f.State != StateDue {
+			continue
+		}
+		by, kept := -1, false
+		for field := range f.Sets.fields() {
+			if j := latest[keyOf(f, field)]; items[j].Time.After(*f.Time) {
+				by = j
+			} else {
+				kept = true
+			}
+		}
+		if by >= 0 && !kept {
+			g := &items[by]
+			f.State = StateSuperseded
+			f.Message = fmt.Sprintf("not applied: rule %s of %s, scheduled later (%s), sets the same field of %s and is due too: the controller records this one as superseded",
+				g.Rule, g.CronFederatedHPA, g.Time.UTC().Format(time.RFC3339), f.Target)
+		}
+	}
 }
 
 // ruleSchedule parses a rule's schedule in its zone, as the cron-scaler

@@ -230,3 +230,42 @@ func TestNextAfterDowntime(t *testing.T) {
 		})
 	}
 }
+
+// After a downtime two rules setting the replicas of one target are both
+// due: the controller applies the later scheduled one and records the
+// other as superseded (within one object, and across objects on the same
+// target); the preview says so.
+func TestNextAfterDowntimeLatestWins(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 30, 0, 0, time.UTC)
+	created := metav1.NewTime(time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC))
+	oneObject := cronFHPA("default", "api", "Deployment", "api",
+		rule("up", "0 7 * * *", ptr.To(""), 10), rule("down", "0 8 * * *", ptr.To(""), 2))
+	oneObject.CreationTimestamp = created
+	up := cronFHPA("default", "api-up", "Deployment", "api", rule("up", "0 7 * * *", ptr.To(""), 10))
+	down := cronFHPA("default", "api-down", "Deployment", "api", rule("down", "0 8 * * *", ptr.To(""), 2))
+	up.CreationTimestamp, down.CreationTimestamp = created, created
+	for _, c := range []struct {
+		name string
+		objs []runtime.Object
+		want map[string]string // CRONFEDERATEDHPA/RULE -> state of its overdue firing
+	}{
+		{"one object", []runtime.Object{oneObject}, map[string]string{"api/up": StateSuperseded, "api/down": StateDue}},
+		{"two objects", []runtime.Object{up, down}, map[string]string{"api-up/up": StateSuperseded, "api-down/down": StateDue}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var list FiringList
+			if err := json.Unmarshal([]byte(run(t, now, nil, c.objs, "next", "--count", "1", "-o", "json")), &list); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, f := range list.Items {
+				if f.Time.Before(now) {
+					got[f.CronFederatedHPA+"/"+f.Rule] = f.State
+				}
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("overdue firings %v; want %v", got, c.want)
+			}
+		})
+	}
+}
