@@ -257,54 +257,6 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 	return list
 }
 
-// supersede marks the due firings every field of which a later due firing
-// on the same target sets, of the same object or another: the controller
-// applies a field's latest scheduled value only, so that the target does
-// not flap through stale ones, and records the others as superseded (the
-// cron-scaler's fire and yieldToOtherObjects). A firing that keeps one of
-// its fields stays due. Of objects not listed (next NAME) nothing is known.
-func supersede(items []Firing) {
-	type fieldOf struct {
-		ns, group, kind, name, field string
-	}
-	keyOf := func(f *Firing, field string) fieldOf {
-		gv, _ := schema.ParseGroupVersion(f.Target.APIVersion)
-		return fieldOf{f.Namespace, gv.Group, f.Target.Kind, f.Target.Name, field}
-	}
-	latest := map[fieldOf]int{}
-	for i := range items {
-		if items[i].State != StateDue {
-			continue
-		}
-		for field := range items[i].Sets.fields() {
-			k := keyOf(&items[i], field)
-			if j, ok := latest[k]; !ok || items[i].Time.After(*items[j].Time) {
-				latest[k] = i
-			}
-		}
-	}
-	for i := range items {
-		f := &items[i]
-		if f.State != StateDue {
-			continue
-		}
-		by, kept := -1, false
-		for field := range f.Sets.fields() {
-			if j := latest[keyOf(f, field)]; items[j].Time.After(*f.Time) {
-				by = j
-			} else {
-				kept = true
-			}
-		}
-		if by >= 0 && !kept {
-			g := &items[by]
-			f.State = StateSuperseded
-			f.Message = fmt.Sprintf("not applied: rule %s of %s, scheduled later (%s), sets the same field of %s and is due too: the controller records this one as superseded",
-				g.Rule, g.CronFederatedHPA, g.Time.UTC().Format(time.RFC3339), f.Target)
-		}
-	}
-}
-
 // ruleSchedule parses a rule's schedule in its zone, as the cron-scaler
 // does (its schedule cache): the rule's timeZone, UTC for "", the
 // controller's zone (controllerLoc) when unset. loc is nil when the zone is
@@ -458,60 +410,6 @@ func ruleValues(ref autoscalingv2.CrossVersionObjectReference, rule *autoscaling
 		return Values{}, fmt.Errorf("targetReplicas is not set; it is required to scale %s", ref.Kind)
 	}
 	return Values{Replicas: rule.TargetReplicas}, nil
-}
-
-// findConflicts flags firings of different rules that set the same field of
-// the same target at the same instant, and returns them.
-func findConflicts(items []Firing) []Conflict {
-	type key struct {
-		ns, group, kind, name, field string
-		at                           int64
-	}
-	byKey := map[key][]int{}
-	var order []key
-	for i := range items {
-		f := &items[i]
-		if f.Time == nil || (f.State != StateScheduled && f.State != StateDue) {
-			continue
-		}
-		gv, _ := schema.ParseGroupVersion(f.Target.APIVersion)
-		for field := range f.Sets.fields() {
-			k := key{f.Namespace, gv.Group, strings.ToLower(f.Target.Kind), f.Target.Name, field, f.Time.UnixNano()}
-			if _, ok := byKey[k]; !ok {
-				order = append(order, k)
-			}
-			byKey[k] = append(byKey[k], i)
-		}
-	}
-	var conflicts []Conflict
-	for _, k := range order {
-		idx := byKey[k]
-		if len(idx) < 2 {
-			continue
-		}
-		first := items[idx[0]]
-		c := Conflict{Namespace: k.ns, Target: first.Target, Field: k.field, Time: *first.Time}
-		for _, i := range idx {
-			items[i].Conflict = true
-			c.Firings = append(c.Firings, fmt.Sprintf("%s/%s=%d", items[i].CronFederatedHPA, items[i].Rule, items[i].Sets.fields()[k.field]))
-		}
-		sort.Strings(c.Firings)
-		conflicts = append(conflicts, c)
-	}
-	sort.SliceStable(conflicts, func(i, j int) bool {
-		a, b := conflicts[i], conflicts[j]
-		if !a.Time.Equal(b.Time) {
-			return a.Time.Before(b.Time)
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Target.String() != b.Target.String() {
-			return a.Target.String() < b.Target.String()
-		}
-		return a.Field < b.Field
-	})
-	return conflicts
 }
 
 // printFirings prints the preview as a table, then one line per conflict.
