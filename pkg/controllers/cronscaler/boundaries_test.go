@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -108,5 +109,54 @@ func TestSlotFoundExactlyMaxDelaySecondsLateRuns(t *testing.T) {
 				t.Errorf("08:00 found at %s (maxDelaySeconds 30): replicas %d, recorded applied %v, failed %v; want 1, missed", tc.found, got, applied, failed)
 			}
 		})
+	}
+}
+
+// docs/cron-scaler.md, the crash window: a field another manager changed
+// through the object at or after the slot is not written back, and
+// managedFields keep seconds, so a change in the slot's own second counts as
+// after it. On a Deployment (written through /scale, its managedFields read
+// as metadata): the predecessor applied 08:00 at 08:00:00.100 and died
+// before recording it, kubectl edit set replicas at 08:00:00.600; the
+// successor must not set them back.
+func TestInheritedFiringKeepsAChangeInTheSlotsOwnSecond(t *testing.T) {
+	h := crashAfterTargetWrite(t, projectSchema)
+	h.clock.SetTime(utc("2024-05-01 08:00:00.600"))
+	h.scales.scaleBy("kubectl-edit", "", "deployments", "web", 3)
+	h.clock.SetTime(utc("2024-05-01 08:00:04"))
+	h.newController()
+	h.syncAt(utc("2024-05-01 08:00:05"), "c")
+	if got := h.scales.get("deployments", "web"); got != 3 {
+		t.Errorf("replicas = %d; the successor undid kubectl edit's change made in the slot's second", got)
+	}
+	hist := h.history("c", "r")
+	if len(hist.FailedExecutions) != 1 || !strings.Contains(hist.FailedExecutions[0].Message, "spec.replicas changed by kubectl-edit at 2024-05-01T08:00:00Z") {
+		t.Errorf("failed executions %+v; want 08:00 recorded as not applied again, naming kubectl-edit", hist.FailedExecutions)
+	}
+	h.expectEvent(`Warning NotReapplied Rule "r" (scheduled 2024-05-01T08:00:00Z): not applied`)
+}
+
+// docs/cron-scaler.md, "When a firing runs": a target write that fails for
+// a transient reason is retried until the firing's deadline. An etcd
+// timeout (a 504: the write may have been stored) is such a reason: the slot
+// is not recorded failed at the first answer, and runs at the next attempt
+// once the apiserver answers.
+func TestEtcdTimeoutIsRetriedNotRecordedFailed(t *testing.T) {
+	h := newHarness(t, utc("2024-05-01 07:59:59"), cron("c", rule("r", "0 8 * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	h.syncAt(utc("2024-05-01 07:59:59"), "c")
+	h.scales.failWith(apierrors.NewTimeoutError("etcdserver: request timed out", 0))
+	d := h.syncAt(utc("2024-05-01 08:00:00.010"), "c")
+	if applied, failed := recordedAs(h.history("c", "r"), utc("2024-05-01 08:00:00")); applied || failed {
+		t.Fatalf("08:00 recorded applied %v, failed %v after an etcd timeout; want neither: it is retried", applied, failed)
+	}
+	if got := timeOf(h.history("c", "r").NextExecutionTime); !got.Equal(utc("2024-05-01 08:00:00")) {
+		t.Errorf("while retrying, next = %v; want 08:00, the slot still to run", got)
+	}
+	h.scales.failWith(nil)
+	h.syncAt(utc("2024-05-01 08:00:00.010").Add(d), "c")
+	applied, failed := recordedAs(h.history("c", "r"), utc("2024-05-01 08:00:00"))
+	if got := h.scales.get("deployments", "web"); got != 10 || !applied || failed {
+		t.Errorf("after the retry: replicas %d, 08:00 recorded applied %v, failed %v; want 10, applied", got, applied, failed)
 	}
 }

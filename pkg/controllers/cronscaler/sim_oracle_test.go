@@ -67,6 +67,9 @@ import (
 //     one time per manager, see entryMovedPastSlot). Then by the window's end a
 //     status the cron-scaler wrote records the slot as a successful
 //     execution with the rule's value, and the target field holds it.
+//     A flaky period after the slot does not excuse it when it ends well
+//     before the deadline: answered failures are retried to the deadline
+//     (see windowAfterFlaky).
 //  2. Nothing else runs. Every change the cron-scaler makes to a target
 //     field is the value of a slot that may run then: a slot of an
 //     incarnation on that target that the writing process could see (its
@@ -91,6 +94,9 @@ import (
 //     the same process retrying it.
 //  5. No false second controller: ManagedByAnotherController is reported
 //     for an object only after a second controller really wrote its status.
+//     And a real one is reported: a leader whose watch delivers another
+//     controller's status write reports it then, or did within the report
+//     interval (see checkOtherControllerReported).
 //  6. Recorded once: a scheduled time of a rule is recorded at most one way
 //     (applied at one time, or failed/missed), across every status written.
 //  7. What does not run is recorded. A slot that has come is handled once a
@@ -595,10 +601,15 @@ func (o *oracle) checkMustRun() {
 				continue
 			}
 			t0 := o.window(inc, slot)
+			settled, retried := t0.Add(simSettle), false
 			if t0.IsZero() {
-				continue
+				// Excused by a flaky period after the slot, unless it
+				// ended well before the deadline (see windowAfterFlaky).
+				if t0, settled = o.windowAfterFlaky(inc, slot); t0.IsZero() {
+					continue
+				}
+				retried = true
 			}
-			settled := t0.Add(simSettle)
 			if !inc.end.IsZero() && !inc.end.After(settled) {
 				continue
 			}
@@ -606,7 +617,7 @@ func (o *oracle) checkMustRun() {
 				continue
 			}
 			vals := inc.valuesAt(slot)
-			ok := !(o.foundLate(slot, t0, settled) && o.entryMovedPastSlot(inc.target, vals, slot, settled))
+			ok := !((retried || o.foundLate(slot, t0, settled)) && o.entryMovedPastSlot(inc.target, vals, slot, settled))
 			for field := range vals {
 				if o.otherChange(inc.target, field, slot.Add(-simSlack), settled) || o.crowded(inc, field, slot, t0, settled) {
 					ok = false
@@ -952,6 +963,7 @@ func (o *oracle) leftTargetSeen(inc *incarnation, t simTarget, ch fieldChange) b
 
 // checkOtherControllerReports is check 5.
 func (o *oracle) checkOtherControllerReports() {
+	o.checkOtherControllerReported()
 	for _, e := range o.s.events {
 		if e.reason != reasonManagedByAnother {
 			continue
@@ -984,6 +996,9 @@ func (o *oracle) checkOtherControllerReports() {
 // less than a minute before it while a leader ran; case 1 when it is an
 // inherited slot of a rule rescheduled while no leader ran.
 func (o *oracle) mustRunTag(inc *incarnation, slot, t0 time.Time) string {
+	if o.flakyEndsAt(t0) {
+		return "[transient] "
+	}
 	if t0.Equal(slot) && slot.Sub(inc.start) < time.Minute {
 		return "[case 3] "
 	}

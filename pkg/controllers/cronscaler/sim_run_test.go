@@ -329,6 +329,9 @@ type sim struct {
 	leader   *simProc
 	events   []simEvent
 	stats    simStats
+
+	// edges, when set, draws the generator's edge cases (see edgeTerm).
+	edges *rand.Rand
 }
 
 type simStats struct {
@@ -336,8 +339,16 @@ type simStats struct {
 	objectSeconds                                           float64
 }
 
-func newSim(seed uint64, days float64) *sim {
+func newSim(seed uint64, days float64) *sim { return newSimOf(seed, days, false) }
+
+// newSimOf is newSim, with the generator's edge cases when edges is set.
+// They are drawn from a random source of their own, so a seed without them
+// plays what it always played.
+func newSimOf(seed uint64, days float64, edges bool) *sim {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	if edges {
+		s.edges = rand.New(rand.NewPCG(seed^0x5bd1e9955bd1e995, seed+0x2545f4914f6cdd1d))
+	}
 	s.ctx = klog.NewContext(context.Background(), logr.Discard())
 	s.scenario = generateScenario(s, days)
 	s.clock = &simClock{FakeClock: testingclock.NewFakeClock(s.scenario.begin)}

@@ -151,6 +151,10 @@ func generateScenario(s *sim, days float64) *scenario {
 		}
 		kind := []string{endCrash, endCrash, endCrashRecorded, endCrashRecorded, endCrashRequest, endStop, endStop}[rng.IntN(7)]
 		start, endAt := t, t.Add(up)
+		var nextStart time.Time
+		if s.edges != nil {
+			kind, endAt, nextStart = sc.edgeTerm(kind, endAt)
+		}
 		sc.add(start, "start", func() {
 			if s.leader != nil {
 				s.crash(s.leader)
@@ -168,7 +172,9 @@ func generateScenario(s *sim, days float64) *scenario {
 		default:
 			gap = sc.dur(time.Hour, 3*time.Hour)
 		}
-		t = endAt.Add(gap)
+		if t = endAt.Add(gap); !nextStart.IsZero() {
+			t = nextStart
+		}
 	}
 
 	// Outages of every length, and flaky periods.
@@ -485,24 +491,6 @@ func lastScheduleOf(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
 		}
 	}
 	return last
-}
-
-func (srv *simServer) cronNames() []string {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	names := make([]string, 0, len(srv.crons))
-	for n := range srv.crons {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func (srv *simServer) exists(name string) bool {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	_, ok := srv.crons[name]
-	return ok
 }
 
 // shareAutoscaler makes obj the i-th of two objects on one autoscaler and
