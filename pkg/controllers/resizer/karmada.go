@@ -34,7 +34,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 )
 
@@ -175,17 +174,9 @@ func clearKarmadaStatus(status *scaleplanev1alpha1.AddonResizerStatus) {
 // never written.
 func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
 	status.ClusterSize, status.Recommendation, status.PendingResize = nil, nil, nil
-	if s.mode == scaleplanev1alpha1.ContainerProportional {
-		msg := "ContainerProportional cannot be sized per member cluster: Karmada keeps no per-cluster container count (a Cluster's status counts nodes and resources, not containers); use NodeProportional. The OverridePolicy, if any, is kept as it is"
-		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
-		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
-		return result{outcome: outcomeError}
-	}
-	if inPlace(ar) {
-		msg := "updateMode InPlace cannot work on Karmada: the control plane runs no pods to resize, and the sizes reach the members through an OverridePolicy, as a rollout of each member's copy; use updateMode Rollout. The OverridePolicy, if any, is kept as it is"
-		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
-		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, msg, ar.Generation, now)
-		return result{outcome: outcomeError}
+	refusal := karmadaRefusal(ar, s)
+	if refusal != "" {
+		setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionFalse, reasonUnsupportedOnKarmada, refusal, ar.Generation, now)
 	}
 	w, err := c.cachedTarget(ar.Namespace, s.target)
 	if err != nil {
@@ -202,24 +193,42 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		return c.containerGone(ctx, ar, s, status)
 	}
 	setCondition(status, scaleplanev1alpha1.ConditionContainerFound, metav1.ConditionTrue, reasonFound, fmt.Sprintf("Container %q found", s.container), ar.Generation, now)
+	if refusal != "" {
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonUnsupportedOnKarmada, refusal, ar.Generation, now)
+		return c.holdPolicy(ctx, ar, s, w, index, status, now)
+	}
 	if rivals := c.rivals(ar, s); len(rivals) > 0 {
 		ambiguousCondition(status, ar, s, w, rivals, now)
-		return result{outcome: outcomeError}
+		return c.holdPolicy(ctx, ar, s, w, index, status, now)
 	}
-
 	placed, err := c.placement(ar.Namespace, s.target)
 	if err != nil {
 		return result{outcome: outcomeError, err: err}
 	}
-	base := w.template.Spec.Containers[index].Resources
-	prev := map[string]*scaleplanev1alpha1.MemberClusterStatus{}
-	for i := range status.Clusters {
-		prev[status.Clusters[i].Name] = &status.Clusters[i]
+	return c.sizeMembers(ctx, ar, s, w, index, placed, status, now)
+}
+
+// karmadaRefusal says why the spec cannot be served on Karmada; empty when
+// it can.
+func karmadaRefusal(ar *scaleplanev1alpha1.AddonResizer, s settings) string {
+	switch {
+	case s.mode == scaleplanev1alpha1.ContainerProportional:
+		return "ContainerProportional cannot be sized per member cluster: Karmada keeps no per-cluster container count (a Cluster's status counts nodes and resources, not containers); use NodeProportional. The members keep the sizes they hold"
+	case inPlace(ar):
+		return "updateMode InPlace cannot work on Karmada: the control plane runs no pods to resize, and the sizes reach the members through an OverridePolicy, as a rollout of each member's copy; use updateMode Rollout. The members keep the sizes they hold"
 	}
+	return ""
+}
+
+// sizeMembers sizes each member the template is placed on, writes the
+// OverridePolicy and records what the members render.
+func (c *Controller) sizeMembers(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, index int, placed []string, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	base := w.template.Spec.Containers[index].Resources
+	prev := previousMembers(status)
 	var (
-		members []scaleplanev1alpha1.MemberClusterStatus
-		requeue time.Duration
-		changed []string
+		members   []scaleplanev1alpha1.MemberClusterStatus
+		requeue   time.Duration
+		summaries = map[string]string{}
 	)
 	for _, name := range placed {
 		cluster, err := c.karmada.clusters.Get(name)
@@ -233,61 +242,73 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 		members = append(members, d.status)
 		requeue = minPositive(requeue, d.requeue)
 		if sum := d.summary(s.setLimits); sum != "" {
-			changed = append(changed, name+": "+sum)
-			status.LastChangeTime = d.status.LastChangeTime
+			summaries[name] = sum
 		}
 	}
 	status.MemberClusters = ptr.To(int32(len(placed)))
 	setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionTrue, reasonKarmada,
 		"Sized per member cluster from its Cluster's status.nodeSummary.totalNum, through an OverridePolicy", ar.Generation, now)
-
 	c.foreignCondition(ar, w, s, index, status, now)
-	// Set from the members first; a failed or refused write of the
-	// OverridePolicy then says so instead.
-	upToDateOfMembers(ar, status, members, now)
+
 	desired := desiredOverridePolicy(ar, w, index, members)
-	applied, err := c.writeOverridePolicy(ctx, ar, desired, status, now)
-	status.Clusters, status.SizedClusters = countApplied(members, desired, applied, ar)
+	out, err := c.writeOverridePolicy(ctx, ar, desired, status)
+	status.Clusters, status.SizedClusters = settleMembers(members, prev, desired, out.applied, index)
+	if out.problem != nil {
+		// Forbidden, invalid, failed or someone else's name: retried with
+		// backoff, or looked at again in a while (no event says when it is
+		// fixed).
+		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, out.problem.reason, out.problem.message, ar.Generation, now)
+		return result{outcome: outcomeError, err: err, requeue: minPositive(requeue, policyRetry)}
+	}
 	if err != nil {
 		return result{outcome: outcomeError, err: err, requeue: requeue}
 	}
-	if cond := meta.FindStatusCondition(status.Conditions, scaleplanev1alpha1.ConditionUpToDate); cond != nil &&
-		(cond.Reason == reasonOverridePolicyFailed || cond.Reason == reasonOverridePolicyTaken) {
-		// Forbidden, invalid or someone else's name: no event will say when
-		// that is fixed, so look again in a while.
-		return result{outcome: outcomeError, requeue: minPositive(requeue, policyRetry)}
+	upToDateOfMembers(ar, status, status.Clusters, now)
+	var changed []string
+	for _, m := range status.Clusters {
+		if sum, ok := summaries[m.Name]; ok && m.State != scaleplanev1alpha1.MemberNotApplied {
+			changed = append(changed, m.Name+": "+sum)
+			status.LastChangeTime = m.LastChangeTime
+		}
 	}
-	if len(changed) > 0 {
-		c.recorder.Eventf(ar, corev1.EventTypeNormal, eventResized, "Resized %s %q per member cluster: %s", w, s.container, strings.Join(changed, "; "))
+	if len(changed) == 0 {
+		return result{outcome: outcomeWithinThreshold, requeue: requeue}
 	}
-	outcome := outcomeWithinThreshold
-	if len(changed) > 0 {
-		outcome = outcomeResized
-	}
-	return result{outcome: outcome, requeue: requeue}
+	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventResized, "Resized %s %q per member cluster: %s", w, s.container, strings.Join(changed, "; "))
+	return result{outcome: outcomeResized, requeue: requeue}
 }
 
-// countApplied returns the members as status shows them, and how many are
-// sized: held at their recommendation by the policy the members render
-// (applied), not only by the one desired. A member whose rule the policy
-// does not carry (its write failed or was refused) is not counted, and
-// its message says so.
-func countApplied(members []scaleplanev1alpha1.MemberClusterStatus, desired, applied *policyv1alpha1.OverridePolicy, ar *scaleplanev1alpha1.AddonResizer) ([]scaleplanev1alpha1.MemberClusterStatus, *int32) {
-	var sized int32
-	for i := range members {
-		m := &members[i]
-		if !sameRule(ruleFor(desired, m.Name), ruleFor(applied, m.Name)) {
-			m.Message += "; not applied: the OverridePolicy does not hold this size yet (see the UpToDate condition)"
-			continue
-		}
-		if m.State == scaleplanev1alpha1.MemberSized {
-			sized++
-		}
+// previousMembers indexes the members of the last status by name.
+func previousMembers(status *scaleplanev1alpha1.AddonResizerStatus) map[string]*scaleplanev1alpha1.MemberClusterStatus {
+	prev := map[string]*scaleplanev1alpha1.MemberClusterStatus{}
+	for i := range status.Clusters {
+		prev[status.Clusters[i].Name] = status.Clusters[i].DeepCopy()
 	}
-	if len(members) == 0 {
-		members = nil
+	return prev
+}
+
+// holdPolicy keeps the members at the sizes they hold while they cannot be
+// re-sized (a mode Karmada cannot serve, another AddonResizer on the same
+// resources), but fitted to the spec and the template: the OverridePolicy
+// follows the container's index and never renders a request above its
+// limit, so that the template keeps reaching the members. UpToDate keeps
+// the reason they are not re-sized.
+func (c *Controller) holdPolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, s settings, w *workload, index int, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) result {
+	base := w.template.Spec.Containers[index].Resources
+	prev := previousMembers(status)
+	members := make([]scaleplanev1alpha1.MemberClusterStatus, 0, len(status.Clusters))
+	for _, m := range status.Clusters {
+		held := *m.DeepCopy()
+		held.Resources, _ = fitHeld(held.Resources, base, s)
+		members = append(members, held)
 	}
-	return members, ptr.To(sized)
+	c.foreignCondition(ar, w, s, index, status, now)
+	desired := desiredOverridePolicy(ar, w, index, members)
+	out, err := c.writeOverridePolicy(ctx, ar, desired, status)
+	if len(members) > 0 {
+		status.Clusters, status.SizedClusters = settleMembers(members, prev, desired, out.applied, index)
+	}
+	return result{outcome: outcomeError, err: err}
 }
 
 // containerGone removes the OverridePolicy of an AddonResizer whose

@@ -417,3 +417,51 @@ func TestKarmadaTwoAddonResizersOnOneContainer(t *testing.T) {
 		})
 	}
 }
+
+// A refused policy write is retried without a status write at rest: the
+// condition that says why is not first set from the members and then
+// overwritten, which moved its lastTransitionTime at every retry (found by
+// the rendering oracle).
+func TestKarmadaRefusedPolicyWriteAtRestWritesNoStatus(t *testing.T) {
+	k := newKarmadaHarness(t)
+	k.createAR(addonResizer("ar", cpuOnly, withSetLimits(false)))
+	k.setClusters(member("a", 50, 50, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.client.PrependReactor("create", "overridepolicies", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(policyv1alpha1.Resource("overridepolicies"), "ar-resizer", errors.New("RBAC"))
+	})
+	k.sync(t0)
+	if m := k.memberState("a"); m.State != scaleplanev1alpha1.MemberNotApplied || m.Resources != nil {
+		t.Errorf("member while the policy is refused: %s %+v, want NotApplied, running the template", m.State, m.Resources)
+	}
+	_, before := k.writes()
+	k.sync(t0.Add(policyRetry))
+	k.sync(t0.Add(2 * policyRetry))
+	if _, after := k.writes(); after-before != 2 {
+		// Two refused creates, no status write.
+		t.Errorf("%d writes at rest, want the 2 refused creates", after-before)
+	}
+}
+
+// While another AddonResizer sizes the same resource, the members keep
+// their sizes, but the policy follows the container when it moves (found
+// by the rendering oracle: a frozen policy patched the other container).
+func TestKarmadaAmbiguousHoldFollowsTheContainer(t *testing.T) {
+	k := newKarmadaHarness(t)
+	k.createAR(addonResizer("ar", cpuOnly, withSetLimits(false)))
+	k.setClusters(member("a", 50, 50, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.sync(t0)
+	k.createAR(addonResizer("rival", cpuOnly, withSetLimits(false)))
+	k.editTemplate(func(spec *corev1.PodSpec) {
+		spec.Containers[0], spec.Containers[1] = spec.Containers[1], spec.Containers[0]
+	})
+	k.sync(t0.Add(time.Minute))
+	k.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonAmbiguousTarget)
+	if got := k.policyPaths(); len(got) != 1 || got[0] != containerPath(0)+"/resources/requests/cpu" {
+		t.Errorf("policy paths while held: %v, want the moved container's cpu", got)
+	}
+	if held := k.memberHeld("a"); held == nil || held.Requests.Cpu().String() != "600m" {
+		t.Errorf("held while ambiguous: %+v, want 600m kept", held)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -285,6 +286,53 @@ func ruleFor(p *policyv1alpha1.OverridePolicy, cluster string) []policyv1alpha1.
 		if r.TargetCluster != nil && slices.Contains(r.TargetCluster.ClusterNames, cluster) {
 			out = append(out, r.Overriders.Plaintext...)
 		}
+	}
+	return out
+}
+
+// heldOfRule reads back what a rule's operations set in container i: the
+// managed requests and limits, one by one or as a whole map (overrideOps).
+// Nil when it sets none.
+func heldOfRule(ops []policyv1alpha1.PlaintextOverrider, i int) *corev1.ResourceRequirements {
+	out := &corev1.ResourceRequirements{}
+	prefix := containerPath(i) + "/resources/"
+	for _, op := range ops {
+		rest, ok := strings.CutPrefix(op.Path, prefix)
+		if !ok || op.Operator == policyv1alpha1.OverriderOpRemove {
+			continue
+		}
+		field, name, one := strings.Cut(rest, "/")
+		list := &out.Requests
+		switch field {
+		case "requests":
+		case "limits":
+			list = &out.Limits
+		default:
+			continue
+		}
+		values := map[string]string{}
+		if one {
+			var v string
+			if json.Unmarshal(op.Value.Raw, &v) != nil {
+				continue
+			}
+			values[strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")] = v
+		} else if json.Unmarshal(op.Value.Raw, &values) != nil {
+			continue
+		}
+		for n, v := range values {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				continue
+			}
+			if *list == nil {
+				*list = corev1.ResourceList{}
+			}
+			(*list)[corev1.ResourceName(n)] = q
+		}
+	}
+	if len(out.Requests) == 0 && len(out.Limits) == 0 {
+		return nil
 	}
 	return out
 }

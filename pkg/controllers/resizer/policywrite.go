@@ -19,64 +19,77 @@ package resizer
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 )
 
+// policyOutcome is what writing the OverridePolicy came to.
+type policyOutcome struct {
+	// applied is the policy the members render afterwards: nil when none
+	// of this AddonResizer's is stored.
+	applied *policyv1alpha1.OverridePolicy
+	// problem, when set, is why the policy does not hold what is desired,
+	// for UpToDate.
+	problem *policyProblem
+}
+
+// policyProblem is the reason and message of UpToDate=False when the
+// OverridePolicy cannot be written.
+type policyProblem struct {
+	reason, message string
+}
+
 // writeOverridePolicy creates, updates or deletes the AddonResizer's
 // OverridePolicy so that it holds each member at its size; it writes
-// nothing when the stored policy already says so. It returns the policy
-// the members render afterwards (nil: none of this AddonResizer's), so
-// that status counts only what is applied.
+// nothing when the stored policy already says so.
 //
 // The policy cache can be behind the resizer's own last write (the sync
 // its own status write triggers comes at once): a create refused with
 // AlreadyExists, or an update refused with a conflict, is decided again on
 // the policy read from the API server, and is no failure when that
 // policy already says what is desired.
-func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (*policyv1alpha1.OverridePolicy, error) {
+func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus) (policyOutcome, error) {
 	name := overridePolicyName(ar)
 	stored, err := c.karmada.policies.OverridePolicies(ar.Namespace).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
+		return policyOutcome{}, err
 	}
 	if err != nil {
 		stored = nil
 	}
 	for attempt := 1; ; attempt++ {
-		applied, err := c.writePolicyOnce(ctx, ar, stored, desired, status, now)
-		if err == nil || attempt == maxPatchAttempts || !(apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)) {
-			if err != nil {
-				return stored, c.policyFailed(ar, status, err, now)
-			}
-			return applied, nil
+		out, err := c.writePolicyOnce(ctx, ar, stored, desired, status)
+		if err == nil {
+			return out, nil
+		}
+		if attempt == maxPatchAttempts || !(apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)) {
+			return policyFailed(ar, stored, err)
 		}
 		klog.FromContext(ctx).V(2).Info("OverridePolicy cache behind the API server; reading it again", "overridePolicy", klog.KRef(ar.Namespace, name), "attempt", attempt, "err", err.Error())
 		stored, err = c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			stored = nil
 		} else if err != nil {
-			return nil, fmt.Errorf("reading OverridePolicy %s/%s again: %w", ar.Namespace, name, err)
+			return policyOutcome{}, fmt.Errorf("reading OverridePolicy %s/%s again: %w", ar.Namespace, name, err)
 		}
 	}
 }
 
 // writePolicyOnce brings stored to desired with one write, or none.
-func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, stored, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus, now time.Time) (*policyv1alpha1.OverridePolicy, error) {
+func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, stored, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus) (policyOutcome, error) {
 	name := overridePolicyName(ar)
 	if stored != nil && !metav1.IsControlledBy(stored, ar) {
-		msg := fmt.Sprintf("OverridePolicy %s/%s exists and is not controlled by this AddonResizer; the resizer does not write it, and no member is held at its size. Delete or rename it", ar.Namespace, name)
-		setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyTaken, msg, ar.Generation, now)
 		status.OverridePolicy = ""
-		return nil, nil
+		return policyOutcome{problem: &policyProblem{reasonOverridePolicyTaken, fmt.Sprintf(
+			"OverridePolicy %s/%s exists and is not controlled by this AddonResizer; the resizer does not write it, and no member is held at its size. Delete or rename it", ar.Namespace, name)}}, nil
 	}
 	policies := c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace)
 	var written *policyv1alpha1.OverridePolicy
@@ -84,10 +97,13 @@ func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1
 	switch {
 	case desired == nil && stored == nil:
 		status.OverridePolicy = ""
-		return nil, nil
+		return policyOutcome{}, nil
 	case desired == nil:
 		status.OverridePolicy = ""
-		return nil, c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own")
+		if err := c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own"); err != nil {
+			return policyOutcome{applied: stored}, err
+		}
+		return policyOutcome{}, nil
 	case stored == nil:
 		writes.WithLabelValues(writeOverridePolicy).Inc()
 		written, err = policies.Create(ctx, desired, metav1.CreateOptions{FieldManager: fieldManager})
@@ -103,25 +119,66 @@ func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1
 		written, err = policies.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
 	default:
 		status.OverridePolicy = name
-		return stored, nil
+		return policyOutcome{applied: stored}, nil
 	}
 	if err != nil {
-		return nil, err
+		return policyOutcome{}, err
 	}
 	status.OverridePolicy = name
 	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyWritten, "OverridePolicy %s holds %d member clusters at their size", name, len(desired.Spec.OverrideRules))
-	return written, nil
+	return policyOutcome{applied: written}, nil
 }
 
-// policyFailed records a write of the OverridePolicy that failed.
-func (c *Controller) policyFailed(ar *scaleplanev1alpha1.AddonResizer, status *scaleplanev1alpha1.AddonResizerStatus, err error, now time.Time) error {
+// policyFailed records a write of the OverridePolicy that failed: the
+// members render the stored policy. A forbidden or invalid write is not
+// retried with backoff (nothing changes until someone acts; the condition
+// says why); others are.
+func policyFailed(ar *scaleplanev1alpha1.AddonResizer, stored *policyv1alpha1.OverridePolicy, err error) (policyOutcome, error) {
 	msg := fmt.Sprintf("Writing OverridePolicy %s/%s failed: %v", ar.Namespace, overridePolicyName(ar), err)
-	setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, reasonOverridePolicyFailed, msg, ar.Generation, now)
-	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-		// Retrying will not help until someone acts; the condition says why.
-		return nil
+	out := policyOutcome{applied: stored, problem: &policyProblem{reasonOverridePolicyFailed, msg}}
+	if stored != nil && !metav1.IsControlledBy(stored, ar) {
+		out.applied = nil
 	}
-	return fmt.Errorf("%s: %w", msg, err)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return out, nil
+	}
+	return out, fmt.Errorf("%s: %w", msg, err)
+}
+
+// settleMembers returns the members as status shows them, and how many are
+// sized: held at their recommendation by the policy the members render
+// (applied), not only by the one desired. A member whose rule the applied
+// policy does not carry (the write failed or was refused) is NotApplied:
+// its resources are what that policy holds it at, its last change and a
+// pending change stay as they were, and its message says what was decided.
+func settleMembers(members []scaleplanev1alpha1.MemberClusterStatus, prev map[string]*scaleplanev1alpha1.MemberClusterStatus, desired, applied *policyv1alpha1.OverridePolicy, index int) ([]scaleplanev1alpha1.MemberClusterStatus, *int32) {
+	var sized int32
+	for i := range members {
+		m := &members[i]
+		rule := ruleFor(applied, m.Name)
+		if sameRule(ruleFor(desired, m.Name), rule) {
+			if m.State == scaleplanev1alpha1.MemberSized {
+				sized++
+			}
+			continue
+		}
+		m.Resources = heldOfRule(rule, index)
+		m.LastChangeTime = nil
+		if p := prev[m.Name]; p != nil {
+			m.LastChangeTime = p.LastChangeTime
+			if m.PendingResize == nil {
+				m.PendingResize = p.PendingResize
+			}
+		}
+		if m.State != scaleplanev1alpha1.MemberNotApplied {
+			m.Message = fmt.Sprintf("%s (state %s), but not applied: the OverridePolicy does not hold this size (see the UpToDate condition)", m.Message, m.State)
+			m.State = scaleplanev1alpha1.MemberNotApplied
+		}
+	}
+	if len(members) == 0 {
+		members = nil
+	}
+	return members, ptr.To(sized)
 }
 
 // deleteOverridePolicy deletes the AddonResizer's OverridePolicy if it

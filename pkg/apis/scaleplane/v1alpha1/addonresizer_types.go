@@ -409,8 +409,11 @@ type MemberClusterStatus struct {
 	// template's limit, below the recommendation: setLimits is false and a
 	// request may not exceed its limit), Postponed (a delay holds a change
 	// back), Stale (the Cluster's status is not current: the size is kept,
-	// not recomputed, and never above the template's limits) or Unknown
-	// (the Cluster or its node summary is missing).
+	// not recomputed, and never above the template's limits), Unknown (the
+	// Cluster or its node summary is missing) or NotApplied (the size decided
+	// for it is not in the OverridePolicy: its write failed or was refused,
+	// and the UpToDate condition says why; resources are then what the
+	// policy holds it at).
 	// +optional
 	State MemberState `json:"state,omitempty"`
 
@@ -420,16 +423,17 @@ type MemberClusterStatus struct {
 }
 
 // MemberState is how a member cluster's size stands.
-// +kubebuilder:validation:Enum={Sized,Capped,Postponed,Stale,Unknown}
+// +kubebuilder:validation:Enum={Sized,Capped,Postponed,Stale,Unknown,NotApplied}
 type MemberState string
 
 // The states of a member cluster's size.
 const (
-	MemberSized     MemberState = "Sized"
-	MemberCapped    MemberState = "Capped"
-	MemberPostponed MemberState = "Postponed"
-	MemberStale     MemberState = "Stale"
-	MemberUnknown   MemberState = "Unknown"
+	MemberSized      MemberState = "Sized"
+	MemberCapped     MemberState = "Capped"
+	MemberPostponed  MemberState = "Postponed"
+	MemberStale      MemberState = "Stale"
+	MemberUnknown    MemberState = "Unknown"
+	MemberNotApplied MemberState = "NotApplied"
 )
 
 // Condition types of an AddonResizer.
