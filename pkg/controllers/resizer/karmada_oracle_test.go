@@ -1261,6 +1261,11 @@ func (o *oracleRun) check() {
 // template change reaches it), unless the template with the other parties'
 // policies alone renders so.
 func (o *oracleRun) checkLimits(v *worldView) {
+	if o.forbid {
+		// The resizers cannot write their policies: one written for an
+		// older template stays until they can (UpToDate says why).
+		return
+	}
 	broken := o.brokenForeign(v)
 	resizers := copySet(broken)
 	for n, owner := range v.owner {
@@ -1406,7 +1411,11 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 			continue
 		}
 		reported := exclusive != nil && exclusive.Status == metav1.ConditionFalse && mentions(exclusive.Message, p.Name)
-		if conflicts[p.Name] && !reported && !ambiguous {
+		// While writes are refused, a resizer's policy written for an older
+		// template (a whole limits map, say) can reach what another one
+		// manages; each says its policy is not written.
+		staleResizer := o.forbid && v.owner[p.Name] != ""
+		if conflicts[p.Name] && !reported && !ambiguous && !staleResizer {
 			viol("foreign-unreported", fmt.Sprintf("%s: OverridePolicy %s changes what it manages on some member and is not reported (OverrideExclusive %v)", a.name, p.Name, condString(exclusive)))
 		}
 		if reported && !canClash(p, idx, tmplMain.Resources, s) {
@@ -1481,10 +1490,18 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 				if o.managedByOther(a, name) {
 					continue // a clash between AddonResizers: reported or not, above
 				}
-				if !slices.Contains(s.managed(), name) && !quantityEq(fm.Resources.Requests, wm.Resources.Requests, name) {
+				// Where the template has no requests (limits) map the
+				// resizer adds it whole, and so wipes what another policy
+				// added into it: a clash it must report (checked above),
+				// not one it can avoid (JSON patch cannot add a key under a
+				// map that is not there).
+				wipesReported := func(tmpl corev1.ResourceList) bool {
+					return len(tmpl) == 0 && exclusive != nil && exclusive.Status == metav1.ConditionFalse
+				}
+				if !slices.Contains(s.managed(), name) && !quantityEq(fm.Resources.Requests, wm.Resources.Requests, name) && !wipesReported(tmplMain.Resources.Requests) {
 					viol("unmanaged-overridden", fmt.Sprintf("%s: member %s: its policy makes the %s request %s (%s without it); %s is not in spec.resources", a.name, m, name, qs(fm.Resources.Requests, name), qs(wm.Resources.Requests, name), name))
 				}
-				if (!slices.Contains(s.managed(), name) || !s.setLimits) && !quantityEq(fm.Resources.Limits, wm.Resources.Limits, name) {
+				if (!slices.Contains(s.managed(), name) || !s.setLimits) && !quantityEq(fm.Resources.Limits, wm.Resources.Limits, name) && !wipesReported(tmplMain.Resources.Limits) {
 					viol("unmanaged-overridden", fmt.Sprintf("%s: member %s: its policy makes the %s limit %s (%s without it); setLimits %v, spec.resources %v", a.name, m, name, qs(fm.Resources.Limits, name), qs(wm.Resources.Limits, name), s.setLimits, s.managed()))
 				}
 			}
@@ -1504,7 +1521,21 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 		if sm == nil {
 			continue
 		}
-		// Status says what is rendered.
+		// Status says what is rendered. One thing it cannot say: while
+		// writes are refused, a stale rule that adds a whole requests or
+		// limits map (written when the template had none) drops the
+		// template's values of resources it did not hold; status lists
+		// held values, not removed ones, and UpToDate says the policy is
+		// not written.
+		if o.forbid && sm.State == scaleplanev1alpha1.MemberNotApplied && addsWholeMap(policyByName(v, own), m) {
+			continue
+		}
+		// Nor what another policy it reports (OverrideExclusive False)
+		// sets or loses, which depends on Karmada's order of the two.
+		foreignReported := exclusive != nil && exclusive.Status == metav1.ConditionFalse
+		if foreignReported {
+			continue
+		}
 		for _, name := range s.managed() {
 			want := quantityOf(bMain.Resources.Requests, name)
 			if sm.Resources != nil && sm.Resources.Requests != nil {
@@ -1534,8 +1565,11 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 				}
 			}
 		}
-		// Convergence within the delays.
-		if o.mustConverge(a, m, ready, ambiguous) {
+		// Convergence within the delays; not promised while the AddonResizer
+		// reports another policy on the same values (OverrideExclusive
+		// False): which one wins is Karmada's order, and the resizer does
+		// not fight it.
+		if o.mustConverge(a, m, ready, ambiguous) && !foreignReported {
 			for _, name := range s.managed() {
 				target, _ := o.target(s, name, nodes, tmplMain)
 				got := effectiveRequest(rMain, name)
@@ -1723,6 +1757,25 @@ func canClash(p *policyv1alpha1.OverridePolicy, idx int, tmpl corev1.ResourceReq
 		path = strings.TrimSuffix(path, "/")
 		for _, m := range managed {
 			if path == m || strings.HasPrefix(m, path+"/") || strings.HasPrefix(path, m+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// addsWholeMap tells whether p's rule for member m adds a whole requests
+// or limits map.
+func addsWholeMap(p *policyv1alpha1.OverridePolicy, m string) bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range p.Spec.OverrideRules {
+		if r.TargetCluster == nil || !slices.Contains(r.TargetCluster.ClusterNames, m) {
+			continue
+		}
+		for _, op := range r.Overriders.Plaintext {
+			if strings.HasSuffix(op.Path, "/resources/requests") || strings.HasSuffix(op.Path, "/resources/limits") {
 				return true
 			}
 		}

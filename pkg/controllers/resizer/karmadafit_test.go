@@ -465,3 +465,24 @@ func TestKarmadaAmbiguousHoldFollowsTheContainer(t *testing.T) {
 		t.Errorf("held while ambiguous: %+v, want 600m kept", held)
 	}
 }
+
+// An AddonResizer deleted while its policy could not be deleted, and
+// created again: the policy its predecessor left is deleted and replaced,
+// rather than its name reported as taken until the garbage collector comes
+// (found by the rendering oracle).
+func TestKarmadaPolicyLeftByAPredecessorIsReplaced(t *testing.T) {
+	k := newKarmadaHarness(t)
+	k.createAR(addonResizer("ar", cpuOnly, withSetLimits(false)))
+	k.setClusters(member("a", 50, 50, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.sync(t0)
+	k.check(k.client.ScaleplaneV1alpha1().AddonResizers(ns).Delete(k.ctx, "ar", metav1.DeleteOptions{}))
+	again := addonResizer("ar", cpuOnly, withSetLimits(false))
+	again.UID = "uid-ar-2"
+	k.createAR(again)
+	k.sync(t0.Add(time.Minute))
+	k.expectCondition("ar", scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionTrue, reasonAllClustersSized)
+	if p := k.policy(); p == nil || !metav1.IsControlledBy(p, again) || ruleValues(p) != `a:cpu="600m"` {
+		t.Errorf("policy after the AddonResizer came back: %+v", p)
+	}
+}

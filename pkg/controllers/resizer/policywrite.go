@@ -86,6 +86,16 @@ func (c *Controller) writeOverridePolicy(ctx context.Context, ar *scaleplanev1al
 // writePolicyOnce brings stored to desired with one write, or none.
 func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, stored, desired *policyv1alpha1.OverridePolicy, status *scaleplanev1alpha1.AddonResizerStatus) (policyOutcome, error) {
 	name := overridePolicyName(ar)
+	if stored != nil && leftByPredecessor(stored, ar) {
+		// Its controller was an AddonResizer of this name that is gone (the
+		// resizer could not delete the policy then, and the garbage
+		// collector has not yet): the members must not wait for it.
+		if err := c.client.PolicyV1alpha1().OverridePolicies(ar.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stored.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return policyOutcome{}, fmt.Errorf("deleting OverridePolicy %s/%s, left by a deleted AddonResizer of this name: %w", ar.Namespace, name, err)
+		}
+		klog.FromContext(ctx).Info("Deleted the OverridePolicy a deleted AddonResizer of this name left", "overridePolicy", klog.KRef(ar.Namespace, name))
+		stored = nil
+	}
 	if stored != nil && !metav1.IsControlledBy(stored, ar) {
 		status.OverridePolicy = ""
 		return policyOutcome{problem: &policyProblem{reasonOverridePolicyTaken, fmt.Sprintf(
@@ -127,6 +137,14 @@ func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1
 	status.OverridePolicy = name
 	c.recorder.Eventf(ar, corev1.EventTypeNormal, eventOverridePolicyWritten, "OverridePolicy %s holds %d member clusters at their size", name, len(desired.Spec.OverrideRules))
 	return policyOutcome{applied: written}, nil
+}
+
+// leftByPredecessor tells whether p's controller is an AddonResizer of
+// ar's name that is not ar: one deleted and created again.
+func leftByPredecessor(p *policyv1alpha1.OverridePolicy, ar *scaleplanev1alpha1.AddonResizer) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "AddonResizer" && ref.APIVersion == scaleplanev1alpha1.SchemeGroupVersion.String() &&
+		ref.Name == ar.Name && ref.UID != ar.UID
 }
 
 // policyFailed records a write of the OverridePolicy that failed: the
