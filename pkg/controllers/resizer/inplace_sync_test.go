@@ -16,11 +16,14 @@ limitations under the License.
 
 package resizer
 
+// The tests of updateMode InPlace: a change held in status and applied to the
+// running pods, the switch back to Rollout, the pacing, the held size, the
+// cache behind the resizer's own resizes, and the limits that bind a pod.
+// The harness's helpers are in inplace_harness_test.go, the failures in
+// inplace_errors_test.go.
+
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,136 +31,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
 )
-
-func withInPlace() option {
-	return func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.UpdateMode = scaleplanev1alpha1.UpdateModeInPlace }
-}
-
-// addonPod is a running pod of the add-on made from podTemplate(r), its
-// kubelet reporting r applied.
-func addonPod(name string, r corev1.ResourceRequirements) *corev1.Pod {
-	tmpl := podTemplate(r)
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: "1", Generation: 1, Labels: tmpl.Labels},
-		Spec:       tmpl.Spec,
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	p.Spec.NodeName = "node-0"
-	for _, c := range p.Spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Resources: c.Resources.DeepCopy()})
-	}
-	return p
-}
-
-// podsFromClientset makes the in-place resizer read the target's pods from
-// the fake clientset, as the informer would show them: a test chooses what
-// the kubelet answered by updating them there.
-func (h *harness) podsFromClientset() {
-	h.c.inPlace.podsOf = func(ctx context.Context, _ cache.ObjectName, namespace string, selector labels.Selector, container string) ([]*corev1.Pod, bool) {
-		list, err := h.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-		h.check(err)
-		var out []*corev1.Pod
-		for i := range list.Items {
-			out = append(out, resizePod(&list.Items[i], container).(*corev1.Pod))
-		}
-		return out, true
-	}
-	h.nodesFromClientset()
-}
-
-// nodesFromClientset makes the in-place resizer read whether nodes are
-// Ready from the fake clientset's Nodes (a pod's node that is not there
-// counts as Ready, as for the node watch).
-func (h *harness) nodesFromClientset() {
-	h.c.inPlace.notReadyNodes = func(ctx context.Context) (notReadyLookup, bool) {
-		return func(name string) (corev1.NodeCondition, bool) {
-			n, err := h.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return corev1.NodeCondition{}, false
-			}
-			return readyNode(n).(*nodeReadyState).notReady()
-		}, true
-	}
-}
-
-// kubeletAnswers updates the named pods as their kubelet would: apply
-// applies the spec's resources in status; a reason sets PodResizePending.
-func (h *harness) kubeletAnswers(reason string, names ...string) {
-	h.t.Helper()
-	for _, name := range names {
-		p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, name, metav1.GetOptions{})
-		h.check(err)
-		p.Status.Conditions = nil
-		if reason == "apply" {
-			for i := range p.Status.ContainerStatuses {
-				p.Status.ContainerStatuses[i].Resources = p.Spec.Containers[i].Resources.DeepCopy()
-			}
-		} else {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason, Message: "node-0 says " + reason}}
-		}
-		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(h.ctx, p, metav1.UpdateOptions{})
-		h.check(err)
-	}
-}
-
-// podResizes returns the names of the pods resized through pods/resize
-// since the last call, and fails on any write to a pod that is not one.
-func (h *harness) podResizes() []string {
-	h.t.Helper()
-	var out []string
-	for _, a := range h.kube.Actions() {
-		if a.GetResource().Resource != "pods" || !isWrite(a) || a.GetSubresource() == "status" {
-			continue
-		}
-		p, ok := a.(clienttesting.PatchAction)
-		if !ok || p.GetSubresource() != "resize" {
-			h.t.Errorf("wrote a pod other than through pods/resize: %v", a)
-			continue
-		}
-		out = append(out, p.GetName())
-	}
-	h.kube.ClearActions()
-	return out
-}
-
-// workloadWrites counts the writes to Deployments, StatefulSets and
-// DaemonSets since the actions were last cleared.
-func (h *harness) workloadWrites() int {
-	n := 0
-	for _, a := range h.kube.Actions() {
-		switch a.GetResource().Resource {
-		case "deployments", "statefulsets", "daemonsets":
-			if isWrite(a) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func (h *harness) podRequests(name string) corev1.ResourceList {
-	h.t.Helper()
-	p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, name, metav1.GetOptions{})
-	h.check(err)
-	for _, c := range p.Spec.Containers {
-		if c.Name == containerName {
-			return c.Resources.Requests
-		}
-	}
-	return nil
-}
 
 // TestInPlaceResize: with updateMode InPlace a change is held in status,
 // not written to the template; the running pods are resized through
@@ -272,34 +154,6 @@ func TestInPlaceBackToRollout(t *testing.T) {
 	}
 }
 
-// TestInPlaceRejectedNotRetried: a resize the API server refuses is
-// reported once, not sent again at every sync.
-func TestInPlaceRejectedNotRetried(t *testing.T) {
-	start := resources("cpu=100m", "memory=100Mi")
-	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
-	h.podsFromClientset()
-	h.setNodes(2)
-	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "addon-a", field.ErrorList{field.Invalid(field.NewPath("spec"), "Guaranteed", "Pod QOS Class may not change as a result of resizing")})
-	})
-	h.syncAt(t0, "addon")
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeReject)
-	events := h.events()
-	if _, ok := testkit.FindEvent(events, "Warning ResizeRejected", "QOS"); !ok {
-		t.Errorf("events %q, want a Warning ResizeRejected with the API server's reason", events)
-	}
-	h.kube.ClearActions()
-	for i := range 3 {
-		h.syncAt(t0.Add(time.Duration(i)*time.Minute), "addon")
-	}
-	if got := h.podResizes(); len(got) != 0 {
-		t.Errorf("a refused resize was sent again: %v", got)
-	}
-	if events := h.events(); len(events) != 0 {
-		t.Errorf("events %q after the first refusal", events)
-	}
-}
-
 // TestInPlaceWaitsForReportedResources: a pod that runs before its kubelet
 // reports its containers' resources is not resized yet. The API server
 // would refuse it ("Pod running on node without support for resize"), and
@@ -360,79 +214,6 @@ func TestInPlaceWaitsForReportedResources(t *testing.T) {
 	h.expectEvents()
 }
 
-// TestInPlaceConflictBackoff: a resize that conflicts (the pod changed
-// since the cache showed it) is tried again after 1 s, then 2 s, 4 s, ...
-// up to maxConflictBackoff, not every second for ever; at
-// maxResizeConflicts in a row it is reported once (InPlaceResized False,
-// reason ResizeConflict, a Warning event). When it goes through, the pod
-// is resizing and the backoff is over.
-func TestInPlaceConflictBackoff(t *testing.T) {
-	start := resources("cpu=100m", "memory=100Mi")
-	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
-	h.podsFromClientset()
-	h.setNodes(2)
-	conflicting := true
-	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if !conflicting || a.GetSubresource() != "resize" {
-			return false, nil, nil
-		}
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "addon-a", errors.New("the object has been modified"))
-	})
-
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
-		32 * time.Second, 64 * time.Second, 128 * time.Second, 256 * time.Second, maxConflictBackoff, maxConflictBackoff}
-	now := t0
-	for i, w := range want {
-		n := i + 1
-		d := h.syncAt(now, "addon")
-		if d != w {
-			t.Errorf("after conflict %d: sync again in %v, want %v", n, d, w)
-		}
-		events := h.events()
-		var warnings []string
-		for _, e := range events {
-			if strings.HasPrefix(e, "Warning") {
-				warnings = append(warnings, e)
-			}
-		}
-		cond := h.condition("addon", scaleplanev1alpha1.ConditionInPlaceResized)
-		switch {
-		case n < maxResizeConflicts:
-			if len(warnings) != 0 || cond == nil || cond.Reason != reasonResizing {
-				t.Errorf("after conflict %d: warnings %q, condition %+v; want none and Resizing", n, warnings, cond)
-			}
-		case n == maxResizeConflicts:
-			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning ResizeConflict Pod addon-a changed") {
-				t.Errorf("after conflict %d: warnings %q, want one ResizeConflict", n, warnings)
-			}
-			if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != reasonConflict || !strings.Contains(cond.Message, "5 conflicts in a row") {
-				t.Errorf("after conflict %d: condition %+v, want False ResizeConflict", n, cond)
-			}
-		default:
-			if len(warnings) != 0 || cond == nil || cond.Reason != reasonConflict {
-				t.Errorf("after conflict %d: warnings %q, condition %+v; want no new warning, still ResizeConflict", n, warnings, cond)
-			}
-		}
-		now = now.Add(d)
-	}
-	if got := h.podResizes(); len(got) != len(want) {
-		t.Errorf("%d resize attempts, want %d: one per sync", len(got), len(want))
-	}
-	labels := map[string]string{"namespace": ns, "name": "addon", "state": string(podConflicted)}
-	if v, ok := testkit.MetricValue(t, "resizer_in_place_pods", labels); !ok || v != 1 {
-		t.Errorf("resizer_in_place_pods%v = %v, %v; want 1", labels, v, ok)
-	}
-
-	conflicting = false
-	if d := h.syncAt(now, "addon"); d >= time.Second {
-		t.Errorf("sync again in %v after the resize went through, want no conflict backoff", d)
-	}
-	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
-		t.Errorf("resized %v, want addon-a", got)
-	}
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
-}
-
 // TestInPlaceHeldSizeFollowsTheSpec: the held size keeps only what the
 // spec manages. With setLimits true a container without limits is given
 // them; after setLimits turns false the held limits are dropped, so they
@@ -461,78 +242,6 @@ func TestInPlaceHeldSizeFollowsTheSpec(t *testing.T) {
 		t.Errorf("held limits %v after setLimits turned false, want none", held.Limits)
 	}
 	mustQuantity(t, held.Requests, corev1.ResourceCPU, "120m")
-}
-
-// apiServerResizes makes pods/resize patches behave as on the API server:
-// conditional on the resourceVersion they carry (409 Conflict when the pod
-// changed since), and a resize that changes the spec gives the pod a new
-// resourceVersion and generation. The fake clientset does neither.
-func (h *harness) apiServerResizes() {
-	rv := 100
-	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		p := a.(clienttesting.PatchAction)
-		if p.GetSubresource() != "resize" {
-			return false, nil, nil
-		}
-		obj, err := h.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), p.GetNamespace(), p.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		pod := obj.(*corev1.Pod)
-		var body podResizePatchBody
-		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
-			return true, nil, err
-		}
-		if body.Metadata.ResourceVersion != "" && body.Metadata.ResourceVersion != pod.ResourceVersion {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("the object has been modified"))
-		}
-		pod = pod.DeepCopy()
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			for _, pc := range body.Spec.Containers {
-				if pc.Name != c.Name {
-					continue
-				}
-				for name, q := range pc.Resources.Requests {
-					c.Resources.Requests[name] = q
-				}
-				for name, q := range pc.Resources.Limits {
-					if c.Resources.Limits == nil {
-						c.Resources.Limits = corev1.ResourceList{}
-					}
-					c.Resources.Limits[name] = q
-				}
-			}
-		}
-		rv++
-		pod.ResourceVersion = strconv.Itoa(rv)
-		pod.Generation++
-		if err := h.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace); err != nil {
-			return true, nil, err
-		}
-		return true, pod, nil
-	})
-}
-
-// podsFromSnapshot makes the in-place resizer read the target's pods from
-// a snapshot of the fake clientset that catchUp takes: a pod informer that
-// lags behind the API server until the test lets it catch up.
-func (h *harness) podsFromSnapshot() (catchUp func()) {
-	var snapshot []*corev1.Pod
-	catchUp = func() {
-		list, err := h.kube.CoreV1().Pods(ns).List(h.ctx, metav1.ListOptions{})
-		h.check(err)
-		snapshot = nil
-		for i := range list.Items {
-			snapshot = append(snapshot, resizePod(&list.Items[i], containerName).(*corev1.Pod))
-		}
-	}
-	catchUp()
-	h.c.inPlace.podsOf = func(context.Context, cache.ObjectName, string, labels.Selector, string) ([]*corev1.Pod, bool) {
-		return snapshot, true
-	}
-	h.nodesFromClientset()
-	return catchUp
 }
 
 // TestInPlaceCacheBehindItsOwnResizes: the sync that the resizer's own
@@ -574,106 +283,6 @@ func TestInPlaceCacheBehindItsOwnResizes(t *testing.T) {
 	h.syncAt(t0, "addon")
 	if got := h.podResizes(); strings.Join(got, ",") != "addon-c" {
 		t.Errorf("resized %v once the cache caught up and addon-a was applied, want addon-c", got)
-	}
-}
-
-// TestInPlaceForbiddenRetriedWithBackoff: a 403 on pods/resize that RBAC or
-// a ResourceQuota answers is not the pod's for good: the permission gets
-// granted, the quota gets room. It is reported (InPlaceResized False,
-// reason ResizeForbidden, a Warning event) and tried again with backoff;
-// once allowed, the pod is resized. The node's refusal of a size its
-// allocatable cannot hold (the PodResizeValidator's NodeCapacity) stays
-// abandoned at that size.
-func TestInPlaceForbiddenRetriedWithBackoff(t *testing.T) {
-	start := resources("cpu=100m", "memory=100Mi")
-	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
-	h.podsFromClientset()
-	h.setNodes(2)
-	var refusal error = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
-		errors.New(`User "system:serviceaccount:kube-system:scaleplane" cannot patch resource "pods/resize" in API group "" in the namespace "kube-system"`))
-	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if refusal == nil || a.GetSubresource() != "resize" {
-			return false, nil, nil
-		}
-		return true, nil, refusal
-	})
-	h.kube.ClearActions()
-
-	d := h.syncAt(t0, "addon")
-	if got := h.podResizes(); len(got) != 1 {
-		t.Fatalf("resized %v, want one attempt at addon-a", got)
-	}
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeForbidden)
-	if _, ok := testkit.FindEvent(h.events(), "Warning ResizeForbidden", "pods/resize"); !ok {
-		t.Errorf("no Warning ResizeForbidden naming pods/resize")
-	}
-	if d <= 0 || d > time.Second {
-		t.Errorf("sync again in %v, want a retry within a second", d)
-	}
-	h.syncAt(t0.Add(d), "addon")
-	if got := h.podResizes(); len(got) != 1 {
-		t.Errorf("resized %v after the backoff, want addon-a tried again", got)
-	}
-	// Granted: the next attempt goes through.
-	refusal = nil
-	h.syncAt(t0.Add(time.Minute), "addon")
-	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
-		t.Errorf("resized %v once allowed, want addon-a", got)
-	}
-	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "120m")
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizing)
-
-	// The node's allocatable cannot hold the next size: not retried.
-	h.kubeletAnswers("apply", "addon-a")
-	capacity := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "addon-a",
-		errors.New("node didn't have enough allocatable resources: cpu, requested: 130, allocatable: 100"))
-	capacity.ErrStatus.Details.Causes = append(capacity.ErrStatus.Details.Causes, metav1.StatusCause{Type: "NodeCapacity"})
-	refusal = capacity
-	h.setNodes(3)
-	h.syncAt(t0.Add(2*time.Minute), "addon")
-	if got := h.podResizes(); len(got) != 1 {
-		t.Fatalf("resized %v, want one attempt at the new size", got)
-	}
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeReject)
-	for i := range 3 {
-		h.syncAt(t0.Add(time.Duration(3+i)*time.Minute), "addon")
-	}
-	if got := h.podResizes(); len(got) != 0 {
-		t.Errorf("a size the node's allocatable cannot hold was sent again: %v", got)
-	}
-}
-
-// TestInPlaceConflictBackoffIsAGatePerPod: the backoff after a conflict
-// holds the pod's next attempt until its time on the controller's clock,
-// whatever syncs come before it (every change of the cluster size syncs):
-// not only the requeue is delayed.
-func TestInPlaceConflictBackoffIsAGatePerPod(t *testing.T) {
-	start := resources("cpu=100m", "memory=100Mi")
-	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
-	h.podsFromClientset()
-	h.setNodes(2)
-	h.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "resize" {
-			return false, nil, nil
-		}
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "addon-a", errors.New("the object has been modified"))
-	})
-	h.kube.ClearActions()
-	now := t0
-	attempts := 0
-	for n := 1; n <= 4; n++ {
-		d := h.syncAt(now, "addon")
-		attempts++
-		// Syncs before the backoff is over: a node joins, one leaves.
-		for _, early := range []time.Duration{d / 4, d / 2, d - time.Millisecond} {
-			if got := h.syncAt(now.Add(early), "addon"); got <= 0 || got > d-early {
-				t.Errorf("after conflict %d, a sync %v into the backoff of %v asks to sync again in %v, want at most %v", n, early, d, got, d-early)
-			}
-		}
-		now = now.Add(d)
-	}
-	if got := h.podResizes(); len(got) != attempts {
-		t.Errorf("%d resize attempts in %v, want %d: one per backoff", len(got), now.Sub(t0), attempts)
 	}
 }
 
@@ -780,23 +389,6 @@ func TestInPlaceRecreatedStartsFromTheRunningPods(t *testing.T) {
 	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
 }
 
-// node is a Node whose Ready condition has status ready.
-func node(name string, ready corev1.ConditionStatus) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-			Type: corev1.NodeReady, Status: ready, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
-			LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
-		}}},
-	}
-}
-
-// onNode is pod bound to nodeName.
-func onNode(pod *corev1.Pod, nodeName string) *corev1.Pod {
-	pod.Spec.NodeName = nodeName
-	return pod
-}
-
 // TestInPlaceNotReadyNodesDoNotHoldThePacing: DaemonSet pods on nodes that
 // are not Ready stay Running and accept a resize their kubelet never
 // answers. Resized before their nodes died, they would hold both places
@@ -852,61 +444,6 @@ func TestInPlaceNotReadyNodesDoNotHoldThePacing(t *testing.T) {
 	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
 		t.Errorf("resized %v once dead-1 was Ready again, want addon-a", got)
 	}
-}
-
-// TestInPlaceTransientKubeletErrorIsNotPermanent: the kubelet's
-// PodResizeInProgress with reason Error (a memory limit below the
-// container's usage, a runtime that failed once) is a passing state the
-// kubelet retries by itself. The resizer keeps nothing of it: it reads the
-// pod's conditions afresh at every sync, so the pod holds its place while
-// the error lasts, is sent a later size all the same, and is at size once
-// its kubelet applies one. (The Vertical Pod Autoscaler cached such an
-// error as infeasible and skipped the pod's later sizes until a restart.)
-func TestInPlaceTransientKubeletErrorIsNotPermanent(t *testing.T) {
-	start := resources("cpu=100m", "memory=100Mi")
-	h := newHarness(t, addonResizer("addon", withInPlace(), withSetLimits(false)), deployment(addonName, start), addonPod("addon-a", start))
-	h.podsFromClientset()
-	h.setNodes(2)
-	h.kube.ClearActions()
-	h.syncAt(t0, "addon")
-	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
-		t.Fatalf("resized %v, want addon-a", got)
-	}
-	h.expectEvents("Normal Resized")
-	failing := func() {
-		p, err := h.kube.CoreV1().Pods(ns).Get(h.ctx, "addon-a", metav1.GetOptions{})
-		h.check(err)
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, Reason: corev1.PodReasonError,
-			Message: "failed to update container resources: the runtime refused", ObservedGeneration: p.Generation}}
-		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(h.ctx, p, metav1.UpdateOptions{})
-		h.check(err)
-	}
-	failing()
-	h.syncAt(t0.Add(time.Minute), "addon")
-	if got := h.podResizes(); len(got) != 0 {
-		t.Errorf("resized %v while the kubelet retries", got)
-	}
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionFalse, reasonResizeError)
-	h.expectEvents("Warning ResizeError The kubelet of node node-0 failed to resize pod addon-a")
-
-	// A new size while the error lasts is sent all the same.
-	h.setNodes(3)
-	h.syncAt(t0.Add(2*time.Minute), "addon")
-	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
-		t.Errorf("resized %v at the new size while the kubelet's error lasts, want addon-a", got)
-	}
-	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "130m")
-
-	// The error passes: the pod is at size, and later sizes follow.
-	h.kubeletAnswers("apply", "addon-a")
-	h.syncAt(t0.Add(3*time.Minute), "addon")
-	h.expectCondition("addon", scaleplanev1alpha1.ConditionInPlaceResized, metav1.ConditionTrue, reasonAtSize)
-	h.setNodes(4)
-	h.syncAt(t0.Add(4*time.Minute), "addon")
-	if got := h.podResizes(); strings.Join(got, ",") != "addon-a" {
-		t.Errorf("resized %v at the next size after the error passed, want addon-a", got)
-	}
-	mustQuantity(t, h.podRequests("addon-a"), corev1.ResourceCPU, "140m")
 }
 
 // TestInPlaceTemplateLimitDoesNotBindRunningPods: the other way round, an
