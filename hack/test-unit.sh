@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs scaleplane's unit tests: every package under cmd/ and pkg/, the
-# benchmarks' helpers under test/bench/internal, and promtool's tests of the
+# benchmarks' helpers under test/bench/internal, the checks of the Karmada
+# guides (test/guides) and of the Go files' style (test/style: no
+# non-generated Go file over 550 lines), and promtool's tests of the
 # chart's alerting rules. They use
 # fake clientsets and fake clocks only; the integration tests against a real
 # apiserver are in test/integration and run by hack/test-integration.sh.
@@ -28,8 +30,9 @@ fi
 # go list expands the patterns once, so a tree without any package under one
 # of them is not an error, and nothing else under test/ sneaks in: the
 # benchmarks' helpers (test/bench/internal) have unit tests of their own,
-# which run here; the benchmarks themselves do not.
-mapfile -t packages < <({ go list ./cmd/... ./pkg/... | grep -v '/test/'; go list ./test/bench/internal/... ./test/guides/...; } || true)
+# which run here; the benchmarks themselves do not. test/guides and
+# test/style read the checkout, without a cluster.
+mapfile -t packages < <({ go list ./cmd/... ./pkg/... | grep -v '/test/'; go list ./test/bench/internal/... ./test/guides/... ./test/style/...; } || true)
 if (( ${#packages[@]} == 0 )); then
   scaleplane::fatal "no Go packages under cmd/ or pkg/"
 fi
