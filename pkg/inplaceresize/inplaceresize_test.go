@@ -24,8 +24,9 @@ import (
 )
 
 // Classify, KubeletAnswer and Size are tested where the resizer acts on them
-// (pkg/controllers/resizer, podresize_test.go and inplace_sync_test.go);
-// these are the two pieces kubectl-scaleplane uses on their own.
+// (pkg/controllers/resizer, podresize_test.go, inplace_sync_test.go and
+// inplace_errors_test.go); these are the two pieces kubectl-scaleplane uses
+// on their own.
 
 func TestNodeNotReady(t *testing.T) {
 	for _, c := range []struct {
