@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package addonresizer validates AddonResizers, so that the resizer never
 // meets a spec it cannot act on: resources it does not manage, negative
-// amounts, a target kind it cannot patch.
+// amounts, bounds that cannot hold (minAllowed above maxAllowed), a target
+// kind it cannot patch.
 package addonresizer
 
 import (
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 	"github.com/scaleplane/scaleplane/pkg/webhook/admission"
 )
 
@@ -58,7 +60,7 @@ var (
 		scaleplanev1alpha1.LinearEstimator, scaleplanev1alpha1.ExponentialEstimator,
 	}
 	updateModes = []scaleplanev1alpha1.UpdateMode{
-		scaleplanev1alpha1.UpdateModeRollout, scaleplanev1alpha1.UpdateModeInPlace,
+		scaleplanev1alpha1.UpdateModeRollout, scaleplanev1alpha1.UpdateModeInPlace, scaleplanev1alpha1.UpdateModeOff,
 	}
 )
 
@@ -100,6 +102,8 @@ type rawResources struct {
 		Resources []struct {
 			Base         any `json:"base"`
 			ExtraPerUnit any `json:"extraPerUnit"`
+			MinAllowed   any `json:"minAllowed"`
+			MaxAllowed   any `json:"maxAllowed"`
 		} `json:"resources"`
 	} `json:"spec"`
 }
@@ -114,6 +118,8 @@ func validateQuantitiesParse(raw []byte) (field.ErrorList, error) {
 	for i, r := range obj.Spec.Resources {
 		errs = append(errs, validateQuantityParses(r.Base, fldPath.Index(i).Child("base"))...)
 		errs = append(errs, validateQuantityParses(r.ExtraPerUnit, fldPath.Index(i).Child("extraPerUnit"))...)
+		errs = append(errs, validateQuantityParses(r.MinAllowed, fldPath.Index(i).Child("minAllowed"))...)
+		errs = append(errs, validateQuantityParses(r.MaxAllowed, fldPath.Index(i).Child("maxAllowed"))...)
 	}
 	return errs, nil
 }
@@ -222,6 +228,43 @@ func validateResources(resources []scaleplanev1alpha1.ResourceScaling, fldPath *
 		seen.Insert(r.Name)
 		errs = append(errs, validateNonNegative(r.Base, idxPath.Child("base"))...)
 		errs = append(errs, validateNonNegative(r.ExtraPerUnit, idxPath.Child("extraPerUnit"))...)
+		errs = append(errs, validateBounds(r, idxPath)...)
+	}
+	return errs
+}
+
+// validateBounds checks a resource's minAllowed and maxAllowed, which bound
+// its estimate as the Vertical Pod Autoscaler's container policy bounds its
+// recommendation: not negative, at the precision estimates have (whole
+// millicores for cpu, whole bytes otherwise, or the bound could never be
+// met exactly), and minAllowed <= maxAllowed (the VPA's admission refuses
+// a max below the min too). They are fields of the resource's own entry in
+// spec.resources, so a bound is always for a resource the AddonResizer
+// sizes.
+func validateBounds(r scaleplanev1alpha1.ResourceScaling, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, b := range []struct {
+		q    *resource.Quantity
+		name string
+	}{{r.MinAllowed, "minAllowed"}, {r.MaxAllowed, "maxAllowed"}} {
+		if b.q == nil {
+			continue
+		}
+		if b.q.Sign() < 0 {
+			errs = append(errs, field.Invalid(fldPath.Child(b.name), b.q.String(), "must be greater than or equal to 0"))
+			continue
+		}
+		if !resizeestimate.Precise(r.Name, *b.q) {
+			unit := "whole bytes"
+			if r.Name == corev1.ResourceCPU {
+				unit = "whole millicores (1m)"
+			}
+			errs = append(errs, field.Invalid(fldPath.Child(b.name), b.q.String(), fmt.Sprintf("must be in %s, as %s estimates are rounded to them", unit, r.Name)))
+		}
+	}
+	if r.MinAllowed != nil && r.MaxAllowed != nil && r.MaxAllowed.Cmp(*r.MinAllowed) < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("maxAllowed"), r.MaxAllowed.String(),
+			fmt.Sprintf("must be greater than or equal to minAllowed (%s)", r.MinAllowed.String())))
 	}
 	return errs
 }

@@ -49,6 +49,11 @@ func validAddonResizer() *scaleplanev1alpha1.AddonResizer {
 	}
 }
 
+func quantity(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
+}
+
 func TestValidateAddonResizer(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -78,7 +83,51 @@ func TestValidateAddonResizer(t *testing.T) {
 		{
 			name:   "update mode unknown",
 			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) { s.UpdateMode = "Recreate" },
-			want:   []string{`spec.updateMode: Unsupported value: "Recreate": supported values: "Rollout", "InPlace"`},
+			want:   []string{`spec.updateMode: Unsupported value: "Recreate": supported values: "Rollout", "InPlace", "Off"`},
+		},
+		{name: "recommend only, ephemeral-storage too", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+			s.UpdateMode = scaleplanev1alpha1.UpdateModeOff
+			s.Resources = append(s.Resources, scaleplanev1alpha1.ResourceScaling{Name: corev1.ResourceEphemeralStorage})
+		}},
+		{name: "bounds: both, one, equal", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+			s.Resources[0].MinAllowed, s.Resources[0].MaxAllowed = quantity("50m"), quantity("2")
+			s.Resources[1].MaxAllowed = quantity("1Gi")
+			s.Resources = append(s.Resources, scaleplanev1alpha1.ResourceScaling{Name: corev1.ResourceEphemeralStorage,
+				MinAllowed: quantity("1Gi"), MaxAllowed: quantity("1Gi")})
+		}},
+		{
+			name: "maxAllowed below minAllowed",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+				s.Resources[0].MinAllowed, s.Resources[0].MaxAllowed = quantity("500m"), quantity("100m")
+				s.Resources[1].MinAllowed, s.Resources[1].MaxAllowed = quantity("1Gi"), quantity("512Mi")
+			},
+			want: []string{
+				`spec.resources[0].maxAllowed: Invalid value: "100m": must be greater than or equal to minAllowed (500m)`,
+				`spec.resources[1].maxAllowed: Invalid value: "512Mi": must be greater than or equal to minAllowed (1Gi)`,
+			},
+		},
+		{
+			name: "negative bounds",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+				s.Resources[0].MinAllowed = quantity("-1m")
+				s.Resources[1].MaxAllowed = quantity("-1Mi")
+			},
+			want: []string{
+				`spec.resources[0].minAllowed: Invalid value: "-1m": must be greater than or equal to 0`,
+				`spec.resources[1].maxAllowed: Invalid value: "-1Mi": must be greater than or equal to 0`,
+			},
+		},
+		{
+			name: "bounds finer than an estimate",
+			mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
+				s.Resources[0].MinAllowed, s.Resources[0].MaxAllowed = quantity("0.5m"), quantity("2500u")
+				s.Resources[1].MinAllowed = quantity("0.5")
+			},
+			want: []string{
+				`spec.resources[0].minAllowed: Invalid value: "500u": must be in whole millicores (1m), as cpu estimates are rounded to them`,
+				`spec.resources[0].maxAllowed: Invalid value: "2500u": must be in whole millicores (1m), as cpu estimates are rounded to them`,
+				`spec.resources[1].minAllowed: Invalid value: "500m": must be in whole bytes, as memory estimates are rounded to them`,
+			},
 		},
 		{name: "DaemonSet, defaults left empty", mutate: func(s *scaleplanev1alpha1.AddonResizerSpec) {
 			s.TargetRef.Kind = scaleplanev1alpha1.TargetKindDaemonSet
@@ -199,11 +248,11 @@ func TestValidatorQuantitiesParse(t *testing.T) {
 	"metadata":{"name":"ms","namespace":"kube-system"},
 	"spec":{"targetRef":{"kind":"Deployment","name":"ms"},"containerName":"ms",
 	"estimator":{"type":"Linear","minClusterSize":16},
-	"resources":[{"name":"cpu","base":BASE,"extraPerUnit":EXTRA}]}}`
+	"resources":[{"name":"cpu","base":BASE,"extraPerUnit":EXTRA BOUNDS}]}}`
 	tests := []struct {
-		name, base, extra string
-		want              []string
-		wantErr           bool
+		name, base, extra, bounds string
+		want                      []string
+		wantErr                   bool
 	}{
 		{name: "strings", base: `"40m"`, extra: `"0.5m"`},
 		{name: "numbers", base: `1`, extra: `0.25`},
@@ -218,6 +267,18 @@ func TestValidatorQuantitiesParse(t *testing.T) {
 			name: "not a scalar", base: `{"v":1}`, extra: `"1"`,
 			want: []string{`spec.resources[0].base: Invalid value: {"v":1}: must be a quantity, such as 100m or 64Mi`},
 		},
+		{name: "bounds", base: `"40m"`, extra: `"1m"`, bounds: `,"minAllowed":"50m","maxAllowed":2`},
+		{
+			name: "bounds that do not parse", base: `"40m"`, extra: `"1m"`, bounds: `,"minAllowed":"lots","maxAllowed":[2]`,
+			want: []string{
+				`spec.resources[0].minAllowed: Invalid value: "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`,
+				`spec.resources[0].maxAllowed: Invalid value: [2]: must be a quantity, such as 100m or 64Mi`,
+			},
+		},
+		{
+			name: "bounds parse, then are denied", base: `"40m"`, extra: `"1m"`, bounds: `,"minAllowed":"2","maxAllowed":"1"`,
+			want: []string{`spec.resources[0].maxAllowed: Invalid value: "1": must be greater than or equal to minAllowed (2)`},
+		},
 		{
 			name: "negative parses, then is denied", base: `"-1"`, extra: `"1"`,
 			want: []string{`spec.resources[0].base: Invalid value: "-1": must be greater than or equal to 0`},
@@ -225,7 +286,7 @@ func TestValidatorQuantitiesParse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			raw := strings.NewReplacer("BASE", tc.base, "EXTRA", tc.extra).Replace(tmpl)
+			raw := strings.NewReplacer("BASE", tc.base, "EXTRA", tc.extra, " BOUNDS", tc.bounds).Replace(tmpl)
 			req := &admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(raw)}}
 			got, err := NewValidator().Validate(context.Background(), req)
 			if err != nil {

@@ -31,12 +31,14 @@ import (
 // +kubebuilder:printcolumn:JSONPath=`.spec.targetRef.name`,name=`TARGET`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.spec.containerName`,name=`CONTAINER`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.spec.scalingMode`,name=`MODE`,type=string
-// +kubebuilder:printcolumn:JSONPath=`.spec.updateMode`,name=`UPDATE-MODE`,type=string,priority=1
+// +kubebuilder:printcolumn:JSONPath=`.spec.updateMode`,name=`UPDATE-MODE`,type=string
 // +kubebuilder:printcolumn:JSONPath=`.status.federation`,name=`FEDERATION`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.status.clusterSize`,name=`CLUSTER-SIZE`,type=integer
 // +kubebuilder:printcolumn:JSONPath=`.status.memberClusters`,name=`CLUSTERS`,type=integer
 // +kubebuilder:printcolumn:JSONPath=`.status.sizedClusters`,name=`SIZED`,type=integer
 // +kubebuilder:printcolumn:JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`,name=`UP-TO-DATE`,type=string
+// +kubebuilder:printcolumn:JSONPath=`.status.recommendation.requests.cpu`,name=`CPU`,type=string,priority=1
+// +kubebuilder:printcolumn:JSONPath=`.status.recommendation.requests.memory`,name=`MEM`,type=string,priority=1
 // +kubebuilder:printcolumn:JSONPath=`.status.lastChangeTime`,name=`LAST-CHANGE`,type=date
 // +kubebuilder:printcolumn:JSONPath=`.metadata.creationTimestamp`,name=`AGE`,type=date
 
@@ -136,7 +138,11 @@ type AddonResizerSpec struct {
 	// created later as soon as they run, with no rollout: the pod template
 	// keeps its resources, status.inPlace says the size the pods are held
 	// at, and the condition InPlaceResized whether they all run at it.
-	// Only cpu and memory can be resized in place. Defaults to Rollout.
+	// Only cpu and memory can be resized in place. Off recommends only:
+	// the size is computed and shown (status.recommendation, per member
+	// cluster status.clusters[].recommendation, the UpToDate condition with
+	// reason RecommendationOnly, the metric resizer_recommendation) and
+	// nothing is written to the target or its pods. Defaults to Rollout.
 	// +kubebuilder:default=Rollout
 	// +optional
 	UpdateMode UpdateMode `json:"updateMode,omitempty"`
@@ -168,7 +174,7 @@ const (
 )
 
 // UpdateMode tells how a new size reaches the add-on's pods.
-// +kubebuilder:validation:Enum={Rollout,InPlace}
+// +kubebuilder:validation:Enum={Rollout,InPlace,Off}
 type UpdateMode string
 
 // The update modes.
@@ -177,6 +183,8 @@ const (
 	UpdateModeRollout UpdateMode = "Rollout"
 	// UpdateModeInPlace resizes the target's pods through pods/resize.
 	UpdateModeInPlace UpdateMode = "InPlace"
+	// UpdateModeOff computes and shows the size and writes nothing.
+	UpdateModeOff UpdateMode = "Off"
 )
 
 // TargetKind is the kind of workload an AddonResizer resizes.
@@ -203,7 +211,8 @@ type TargetReference struct {
 }
 
 // ResourceScaling is how one resource grows with the cluster: base + extra
-// per unit of cluster size.
+// per unit of cluster size, within minAllowed and maxAllowed.
+// +kubebuilder:validation:XValidation:rule="!has(self.minAllowed) || !has(self.maxAllowed) || !quantity(string(self.maxAllowed)).isLessThan(quantity(string(self.minAllowed)))",message="maxAllowed must be greater than or equal to minAllowed",fieldPath=".maxAllowed"
 type ResourceScaling struct {
 	// Name of the resource: cpu, memory or ephemeral-storage.
 	// +kubebuilder:validation:Enum={cpu,memory,ephemeral-storage}
@@ -219,6 +228,20 @@ type ResourceScaling struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !quantity(string(self)).isLessThan(quantity('0'))",message="must be greater than or equal to 0"
 	// +required
 	ExtraPerUnit resource.Quantity `json:"extraPerUnit"`
+
+	// MinAllowed is the least the resource is set to, as the Vertical Pod
+	// Autoscaler's minAllowed: an estimate below it (after the Exponential
+	// estimator's bucket) is raised to it, before the threshold decides.
+	// The condition Bounded says when it binds.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !quantity(string(self)).isLessThan(quantity('0'))",message="must be greater than or equal to 0"
+	// +optional
+	MinAllowed *resource.Quantity `json:"minAllowed,omitempty"`
+
+	// MaxAllowed is the most the resource is set to, as the Vertical Pod
+	// Autoscaler's maxAllowed: an estimate above it is capped at it.
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : !quantity(string(self)).isLessThan(quantity('0'))",message="must be greater than or equal to 0"
+	// +optional
+	MaxAllowed *resource.Quantity `json:"maxAllowed,omitempty"`
 }
 
 // ScalingMode tells what one unit of cluster size is.
@@ -397,6 +420,12 @@ type MemberClusterStatus struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// Recommendation is what the estimator recommends for the cluster at
+	// Nodes, within minAllowed and maxAllowed (with updateMode Off, what
+	// would be set).
+	// +optional
+	Recommendation *corev1.ResourceRequirements `json:"recommendation,omitempty"`
+
 	// PendingResize is a change for this cluster held back by a delay.
 	// +optional
 	PendingResize *PendingResize `json:"pendingResize,omitempty"`
@@ -413,7 +442,8 @@ type MemberClusterStatus struct {
 	// Cluster or its node summary is missing) or NotApplied (the size decided
 	// for it is not in the OverridePolicy: its write failed or was refused,
 	// and the UpToDate condition says why; resources are then what the
-	// policy holds it at).
+	// policy holds it at) or Recommended (updateMode Off: recommendation
+	// computed, nothing written).
 	// +optional
 	State MemberState `json:"state,omitempty"`
 
@@ -423,17 +453,18 @@ type MemberClusterStatus struct {
 }
 
 // MemberState is how a member cluster's size stands.
-// +kubebuilder:validation:Enum={Sized,Capped,Postponed,Stale,Unknown,NotApplied}
+// +kubebuilder:validation:Enum={Sized,Capped,Postponed,Stale,Unknown,NotApplied,Recommended}
 type MemberState string
 
 // The states of a member cluster's size.
 const (
-	MemberSized      MemberState = "Sized"
-	MemberCapped     MemberState = "Capped"
-	MemberPostponed  MemberState = "Postponed"
-	MemberStale      MemberState = "Stale"
-	MemberUnknown    MemberState = "Unknown"
-	MemberNotApplied MemberState = "NotApplied"
+	MemberSized       MemberState = "Sized"
+	MemberCapped      MemberState = "Capped"
+	MemberPostponed   MemberState = "Postponed"
+	MemberStale       MemberState = "Stale"
+	MemberUnknown     MemberState = "Unknown"
+	MemberNotApplied  MemberState = "NotApplied"
+	MemberRecommended MemberState = "Recommended"
 )
 
 // Condition types of an AddonResizer.
@@ -448,7 +479,9 @@ const (
 	ConditionMetricsAvailable = "MetricsAvailable"
 	// ConditionUpToDate is True when the container's resources are within the
 	// threshold of the recommendation; False with reason Postponed while a
-	// delay holds a change back.
+	// delay holds a change back. With updateMode Off its reason is
+	// RecommendationOnly, True or False as the container stands against
+	// the recommendation, which is not applied.
 	ConditionUpToDate = "UpToDate"
 	// ConditionInPlaceResized, with updateMode InPlace only, is True when
 	// every running pod of the target runs at status.inPlace.resources;
@@ -467,6 +500,12 @@ const (
 	// or UnsupportedOnKarmada for ContainerProportional or updateMode InPlace
 	// in Karmada mode.
 	ConditionFederation = "Federation"
+	// ConditionBounded, present when a resource has minAllowed or
+	// maxAllowed, is True when one of them holds an estimate (reason
+	// CappedAtMaxAllowed, RaisedToMinAllowed or MinAndMaxAllowed, the
+	// message naming the estimate and the bound), False (WithinBounds)
+	// when none does.
+	ConditionBounded = "Bounded"
 	// ConditionOverrideExclusive, in Karmada mode, is False when another
 	// OverridePolicy in the namespace also overrides the container's
 	// resources for the target: Karmada applies policies in name order

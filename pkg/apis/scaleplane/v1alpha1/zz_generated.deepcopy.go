@@ -238,6 +238,11 @@ func (in *MemberClusterStatus) DeepCopyInto(out *MemberClusterStatus) {
 		*out = new(corev1.ResourceRequirements)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Recommendation != nil {
+		in, out := &in.Recommendation, &out.Recommendation
+		*out = new(corev1.ResourceRequirements)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.PendingResize != nil {
 		in, out := &in.PendingResize, &out.PendingResize
 		*out = new(PendingResize)
@@ -282,6 +287,16 @@ func (in *ResourceScaling) DeepCopyInto(out *ResourceScaling) {
 	*out = *in
 	out.Base = in.Base.DeepCopy()
 	out.ExtraPerUnit = in.ExtraPerUnit.DeepCopy()
+	if in.MinAllowed != nil {
+		in, out := &in.MinAllowed, &out.MinAllowed
+		x := (*in).DeepCopy()
+		*out = &x
+	}
+	if in.MaxAllowed != nil {
+		in, out := &in.MaxAllowed, &out.MaxAllowed
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	return
 }
 
