@@ -76,7 +76,7 @@ Install: put kubectl-scaleplane on PATH (make build puts it in _output/bin), or 
 	o.configFlags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List across all namespaces.")
 	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: one of (json, yaml, wide). Tables by default.")
-	cmd.AddCommand(newNextCommand(o), newWhoScalesCommand(o), newExplainCommand(o))
+	cmd.AddCommand(newNextCommand(o), newWhoScalesCommand(o), newExplainCommand(o), newMigrateCommand(o))
 	return cmd
 }
 
