@@ -19,6 +19,7 @@ package resizer
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
 )
 
 // withinThresholdCondition marks the container up to date. A Resized
@@ -104,4 +106,67 @@ func names(changes []resourceChange) string {
 
 func resourceOf(kind scaleplanev1alpha1.TargetKind) string {
 	return strings.ToLower(string(kind)) + "s.apps"
+}
+
+// Reasons of Bounded.
+const (
+	reasonCappedAtMaxAllowed = "CappedAtMaxAllowed"
+	reasonRaisedToMinAllowed = "RaisedToMinAllowed"
+	reasonMinAndMaxAllowed   = "MinAndMaxAllowed"
+	reasonWithinBounds       = "WithinBounds"
+)
+
+// boundedCondition says whether minAllowed or maxAllowed holds an estimate:
+// True naming each ("cpu estimate 2500m capped at maxAllowed 2"), False
+// when none does. Without any bound in the spec the condition is removed,
+// so the status of an AddonResizer without bounds is as it was. A bound is
+// the user's choice, not a fault: UpToDate still says whether the container
+// is at the bounded recommendation, and no Warning event is sent. hits
+// are keyed by where they are: a member cluster's name, or "" on a plain
+// cluster.
+func boundedCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings, hits map[string][]boundHit, generation int64, now time.Time) {
+	if !hasBounds(s.resources) {
+		meta.RemoveStatusCondition(&status.Conditions, scaleplanev1alpha1.ConditionBounded)
+		return
+	}
+	var parts []string
+	var lo, hi bool
+	for _, where := range boundedWhere(hits) {
+		if len(hits[where]) == 0 {
+			continue
+		}
+		for _, h := range hits[where] {
+			lo = lo || h.Bound == resizeestimate.MinAllowed
+			hi = hi || h.Bound == resizeestimate.MaxAllowed
+		}
+		if where == "" {
+			parts = append(parts, describeHits(hits[where]))
+		} else {
+			parts = append(parts, where+": "+describeHits(hits[where]))
+		}
+	}
+	reason := reasonWithinBounds
+	switch {
+	case lo && hi:
+		reason = reasonMinAndMaxAllowed
+	case hi:
+		reason = reasonCappedAtMaxAllowed
+	case lo:
+		reason = reasonRaisedToMinAllowed
+	}
+	if reason == reasonWithinBounds {
+		setCondition(status, scaleplanev1alpha1.ConditionBounded, metav1.ConditionFalse, reason,
+			"Every estimate is within its minAllowed and maxAllowed", generation, now)
+		return
+	}
+	setCondition(status, scaleplanev1alpha1.ConditionBounded, metav1.ConditionTrue, reason, strings.Join(parts, "; "), generation, now)
+}
+
+func boundedWhere[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -34,13 +34,43 @@ func estimatedUnits(s settings, size int64) int64 {
 }
 
 // estimate returns base + extraPerUnit × units for every managed resource,
-// each with its own extraPerUnit (Addon Resizer used memory's for storage).
+// each with its own extraPerUnit (Addon Resizer used memory's for storage),
+// within its minAllowed and maxAllowed.
 func estimate(resources []scaleplanev1alpha1.ResourceScaling, units int64) corev1.ResourceList {
-	out := make(corev1.ResourceList, len(resources))
-	for _, r := range resources {
-		out[r.Name] = linear(r, units)
-	}
+	out, _ := boundedEstimate(resources, units)
 	return out
+}
+
+// boundedEstimate is estimate, and the resources a bound holds, in spec
+// order: the bounds apply after the estimate (and the Exponential
+// estimator's bucket, already in units) and before the threshold decides.
+func boundedEstimate(resources []scaleplanev1alpha1.ResourceScaling, units int64) (corev1.ResourceList, []boundHit) {
+	out := make(corev1.ResourceList, len(resources))
+	var hits []boundHit
+	for _, r := range resources {
+		b := resizeestimate.Estimate(r, units)
+		out[r.Name] = b.Value
+		if b.Bound != resizeestimate.Unbounded {
+			hits = append(hits, boundHit{name: r.Name, Bounded: b})
+		}
+	}
+	return out, hits
+}
+
+// boundHit is a resource whose estimate a bound holds.
+type boundHit struct {
+	name corev1.ResourceName
+	resizeestimate.Bounded
+}
+
+// hasBounds tells whether any resource has minAllowed or maxAllowed.
+func hasBounds(resources []scaleplanev1alpha1.ResourceScaling) bool {
+	for _, r := range resources {
+		if r.MinAllowed != nil || r.MaxAllowed != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // The arithmetic lives in pkg/resizeestimate, which kubectl-scaleplane's

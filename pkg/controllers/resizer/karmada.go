@@ -205,6 +205,9 @@ func (c *Controller) reconcileKarmada(ctx context.Context, ar *scaleplanev1alpha
 	if err != nil {
 		return result{outcome: outcomeError, err: err}
 	}
+	if recommendOnly(ar) {
+		return c.recommendMembers(ctx, ar, s, w, index, placed, status, now)
+	}
 	return c.sizeMembers(ctx, ar, s, w, index, placed, status, now)
 }
 
@@ -229,6 +232,7 @@ func (c *Controller) sizeMembers(ctx context.Context, ar *scaleplanev1alpha1.Add
 		members   []scaleplanev1alpha1.MemberClusterStatus
 		requeue   time.Duration
 		summaries = map[string]string{}
+		hits      = map[string][]boundHit{}
 	)
 	for _, name := range placed {
 		cluster, err := c.karmada.clusters.Get(name)
@@ -239,6 +243,9 @@ func (c *Controller) sizeMembers(ctx context.Context, ar *scaleplanev1alpha1.Add
 			cluster = nil
 		}
 		d := decideMember(name, prev[name], cluster, base, s, now)
+		if len(d.hits) > 0 {
+			hits[name] = d.hits
+		}
 		members = append(members, d.status)
 		requeue = minPositive(requeue, d.requeue)
 		if sum := d.summary(s.setLimits); sum != "" {
@@ -249,6 +256,7 @@ func (c *Controller) sizeMembers(ctx context.Context, ar *scaleplanev1alpha1.Add
 	setCondition(status, scaleplanev1alpha1.ConditionFederation, metav1.ConditionTrue, reasonKarmada,
 		"Sized per member cluster from its Cluster's status.nodeSummary.totalNum, through an OverridePolicy", ar.Generation, now)
 	c.foreignCondition(ar, w, s, index, status, now)
+	boundedCondition(status, s, hits, ar.Generation, now)
 
 	desired := desiredOverridePolicy(ar, w, index, members)
 	out, err := c.writeOverridePolicy(ctx, ar, desired, status)

@@ -43,6 +43,8 @@ type memberDecision struct {
 	changes []resourceChange
 	// fitted says what fitHeld changed of the held size.
 	fitted []string
+	// hits are the resources whose estimate a bound holds.
+	hits []boundHit
 }
 
 // memberCount returns the node count a member cluster is sized from, or
@@ -136,7 +138,20 @@ func decideMember(name string, prev *scaleplanev1alpha1.MemberClusterStatus, clu
 	}
 	d := sizeMember(next, cluster, base, s, now)
 	d.fitted = fitted
+	if len(d.hits) > 0 {
+		d.status.Message += " (" + describeHits(d.hits) + ")"
+	}
 	return d
+}
+
+// describeHits says how bounds hold estimates: "cpu estimate 2500m capped
+// at maxAllowed 2, memory ...".
+func describeHits(hits []boundHit) string {
+	parts := make([]string, 0, len(hits))
+	for _, h := range hits {
+		parts = append(parts, h.Describe(string(h.name)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sizeMember decides a member's size from its count.
@@ -153,7 +168,8 @@ func sizeMember(next scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1a
 	}
 	next.Nodes = ptr.To(nodes)
 	current := heldResources(base, next.Resources)
-	expected := estimate(s.resources, estimatedUnits(s, int64(nodes)))
+	expected, hits := boundedEstimate(s.resources, estimatedUnits(s, int64(nodes)))
+	next.Recommendation = recommendation(expected, s.setLimits)
 	rs := decide(current, expected, s)
 	if len(rs.changes) == 0 {
 		next.PendingResize = nil
@@ -163,7 +179,7 @@ func sizeMember(next scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1a
 			next.State = scaleplanev1alpha1.MemberCapped
 			next.Message = cappedMessage(rs.capped, nodes)
 		}
-		return memberDecision{status: next}
+		return memberDecision{status: next, hits: hits}
 	}
 	delay := s.delay(rs.direction)
 	pending, due, ok := hold(next.PendingResize, rs.direction, now, delay)
@@ -172,7 +188,7 @@ func sizeMember(next scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1a
 		next.State = scaleplanev1alpha1.MemberPostponed
 		next.Message = fmt.Sprintf("%s of %s for %d nodes held back by %s (%v) until %s",
 			verb(rs.direction), names(rs.changes), nodes, delayField(rs.direction), delay, due.UTC().Format(time.RFC3339))
-		return memberDecision{status: next, requeue: due.Sub(now)}
+		return memberDecision{status: next, requeue: due.Sub(now), hits: hits}
 	}
 	applied := current.DeepCopy()
 	for _, c := range rs.changes {
@@ -196,7 +212,7 @@ func sizeMember(next scaleplanev1alpha1.MemberClusterStatus, cluster *clusterv1a
 		next.State = scaleplanev1alpha1.MemberCapped
 		next.Message = cappedMessage(rs.capped, nodes)
 	}
-	return memberDecision{status: next, changed: true, changes: rs.changes}
+	return memberDecision{status: next, changed: true, changes: rs.changes, hits: hits}
 }
 
 // cappedMessage says that the template's limits hold a member's requests

@@ -32,7 +32,11 @@ limitations under the License.
 // With updateMode InPlace it writes no template: the size is held in status
 // and the target's running pods are resized through pods/resize, two at a
 // time, pods created later once they run, each kubelet's answer read back
-// (inplace.go, podwatch.go, podresize.go). A steady state writes nothing.
+// (inplace.go, podwatch.go, podresize.go). With updateMode Off it only
+// recommends: the size is computed and shown, and nothing is written to the
+// target, its pods or (on Karmada) an OverridePolicy (recommend.go). A
+// resource's minAllowed and maxAllowed bound its estimate before the
+// threshold decides. A steady state writes nothing.
 package resizer
 
 import (
@@ -103,6 +107,8 @@ type Controller struct {
 	metrics      *metricsSource
 	statusWrites *statusWrites
 	patched      *patchedGenerations
+	// recommendations exports resizer_recommendation from status.
+	recommendations *recommendationSeries
 	// inPlace resizes the target's pods through pods/resize for the
 	// AddonResizers with updateMode InPlace.
 	inPlace *inPlaceResizer
@@ -167,9 +173,10 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Name, Clock: clk},
 		),
-		metrics:      newMetricsSource(cfg.Metrics, clk, metricsInterval),
-		statusWrites: newStatusWrites(),
-		patched:      newPatchedGenerations(),
+		metrics:         newMetricsSource(cfg.Metrics, clk, metricsInterval),
+		statusWrites:    newStatusWrites(),
+		patched:         newPatchedGenerations(),
+		recommendations: newRecommendationSeries(),
 	}
 	c.counts = newAPIServerCounts(kubeClient, cfg.Metadata,
 		func() { c.enqueueBySize(scaleplanev1alpha1.ContainerProportional, scaleplanev1alpha1.SourceAPIServer) },
@@ -258,6 +265,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return r.wait, nil
 	}
 	decisions.WithLabelValues(r.outcome).Inc()
+	c.recommendations.observe(key, status)
 	after, statusErr := c.updateStatus(ctx, ar, status)
 	if err := errors.Join(r.err, statusErr); err != nil {
 		return 0, err
@@ -268,6 +276,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 // forget drops what is kept about a deleted AddonResizer.
 func (c *Controller) forget(key cache.ObjectName) {
 	clusterSizeGauge.DeleteLabelValues(key.Namespace, key.Name)
+	c.recommendations.forget(key)
 	c.statusWrites.forget(key)
 	c.inPlace.forget(key)
 }
@@ -329,9 +338,16 @@ func (c *Controller) reconcile(ctx context.Context, ar *scaleplanev1alpha1.Addon
 	clusterSizeGauge.WithLabelValues(ar.Namespace, ar.Name).Set(float64(size))
 
 	units := estimatedUnits(s, size)
-	expected := estimate(s.resources, units)
+	expected, hits := boundedEstimate(s.resources, units)
 	status.Recommendation = recommendation(expected, s.setLimits)
-	r := c.resize(ctx, ar, s, w, sizing{size: size, units: units, expected: expected}, status, now)
+	boundedCondition(status, s, map[string][]boundHit{"": hits}, ar.Generation, now)
+	z := sizing{size: size, units: units, expected: expected}
+	var r result
+	if recommendOnly(ar) {
+		r = c.recommend(ar, s, w, z, status, now)
+	} else {
+		r = c.resize(ctx, ar, s, w, z, status, now)
+	}
 	r.requeue = minPositive(r.requeue, requeue)
 	return r
 }

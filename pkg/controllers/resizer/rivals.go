@@ -40,7 +40,13 @@ type rival struct {
 // them would each patch the container to their own estimate, each patch a
 // rollout of the add-on, forever; AddonResizers that size different
 // resources of one container, or different containers, do not meet.
+//
+// An AddonResizer with updateMode Off writes nothing, so it is no one's
+// rival and has none: it recommends beside another, or beside a nanny.
 func (c *Controller) rivals(ar *scaleplanev1alpha1.AddonResizer, s settings) []rival {
+	if recommendOnly(ar) {
+		return nil
+	}
 	objs, err := c.indexer.ByIndex(indexTarget, targetKey(ar.Namespace, s.target.Kind, s.target.Name))
 	if err != nil {
 		// Only possible if the index is missing, which NewController
@@ -51,7 +57,7 @@ func (c *Controller) rivals(ar *scaleplanev1alpha1.AddonResizer, s settings) []r
 	var out []rival
 	for _, obj := range objs {
 		other, ok := obj.(*scaleplanev1alpha1.AddonResizer)
-		if !ok || other.UID == ar.UID || other.Name == ar.Name || other.DeletionTimestamp != nil {
+		if !ok || other.UID == ar.UID || other.Name == ar.Name || other.DeletionTimestamp != nil || recommendOnly(other) {
 			continue
 		}
 		os := resolve(&other.Spec)

@@ -169,11 +169,20 @@ func (c *Controller) warnOnTransition(ar *scaleplanev1alpha1.AddonResizer, old, 
 }
 
 // observationOnly reports whether the statuses differ in the observed
-// cluster size and recommendation only.
+// cluster size and recommendation only, and in the messages that say them:
+// Bounded's, and UpToDate's with updateMode Off, as long as their status
+// and reason stay.
 func observationOnly(old, status *scaleplanev1alpha1.AddonResizerStatus) bool {
 	a, b := old.DeepCopy(), status.DeepCopy()
 	a.ClusterSize, a.Recommendation = nil, nil
 	b.ClusterSize, b.Recommendation = nil, nil
+	for _, s := range []*scaleplanev1alpha1.AddonResizerStatus{a, b} {
+		for i := range s.Conditions {
+			if recommendationOnlyChurn(&s.Conditions[i]) {
+				s.Conditions[i].Message = ""
+			}
+		}
+	}
 	return equality.Semantic.DeepEqual(normalize(a), normalize(b))
 }
 
