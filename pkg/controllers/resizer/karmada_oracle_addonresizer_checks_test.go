@@ -116,7 +116,7 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 		// While writes are refused, a resizer's policy written for an older
 		// template (a whole limits map, say) can reach what another one
 		// manages; each says its policy is not written.
-		staleResizer := o.forbid && v.owner[p.Name] != ""
+		staleResizer := o.forbid && (v.owner[p.Name] != "" || p.Labels[managedByLabel] == managedByValue)
 		if conflicts[p.Name] && !reported && !ambiguous && !staleResizer {
 			viol("foreign-unreported", fmt.Sprintf("%s: OverridePolicy %s changes what it manages on some member and is not reported (OverrideExclusive %v)", a.name, p.Name, condString(exclusive)))
 		}
