@@ -46,6 +46,8 @@ type Explanation struct {
 	Target     string    `json:"target"`
 	Container  string    `json:"container"`
 	UpdateMode string    `json:"updateMode"`
+	// RecommendOnly: updateMode Off, the size is shown, nothing written.
+	RecommendOnly bool `json:"recommendOnly,omitempty"`
 	// ClusterSize is the count the controller last saw (status), in Unit.
 	ClusterSize *int32 `json:"clusterSize,omitempty"`
 	Unit        string `json:"unit"`
@@ -99,6 +101,12 @@ type ResourceExplanation struct {
 	// Capped: setLimits is false and the estimate is above the container's
 	// limit; the request is sized to the limit.
 	Capped bool `json:"capped,omitempty"`
+	// MinAllowed and MaxAllowed are the resource's bounds; Bounded says how
+	// one holds the estimate ("capped at maxAllowed 500m"), which Estimate
+	// already is.
+	MinAllowed string `json:"minAllowed,omitempty"`
+	MaxAllowed string `json:"maxAllowed,omitempty"`
+	Bounded    string `json:"bounded,omitempty"`
 }
 
 // PendingExplanation is status.pendingResize with its end.
@@ -116,7 +124,9 @@ func newExplainCommand(o *options) *cobra.Command {
 		Long: `Explain an AddonResizer: the count the controller last saw (status.clusterSize), the estimate of each resource
 with its arithmetic (Linear: base + extraPerUnit x count; Exponential: the count rounded up to its bucket), the
 threshold band of values it keeps, a delay in progress and when it ends, what it does next and why, and with
-updateMode InPlace the pods at the size. The arithmetic is the controller's own (pkg/resizeestimate).`,
+updateMode InPlace the pods at the size. An estimate that minAllowed or maxAllowed holds says so; with updateMode
+Off it says what the resizer would set, and that it writes nothing. The arithmetic is the controller's own
+(pkg/resizeestimate).`,
 		Example: `  kubectl scaleplane explain addonresizer metrics-server -n kube-system`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -153,8 +163,9 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		APIVersion: apiVersion, Kind: "AddonResizerExplanation", Now: now.UTC(),
 		Namespace: ns, Name: name,
 		Target: string(spec.TargetRef.Kind) + "/" + spec.TargetRef.Name, Container: spec.ContainerName,
-		UpdateMode:  string(orDefault(spec.UpdateMode, scaleplanev1alpha1.UpdateModeRollout)),
-		ClusterSize: status.ClusterSize, Unit: "nodes", Source: string(orDefault(spec.Source, scaleplanev1alpha1.SourceAPIServer)),
+		UpdateMode:    string(orDefault(spec.UpdateMode, scaleplanev1alpha1.UpdateModeRollout)),
+		RecommendOnly: spec.UpdateMode == scaleplanev1alpha1.UpdateModeOff,
+		ClusterSize:   status.ClusterSize, Unit: "nodes", Source: string(orDefault(spec.Source, scaleplanev1alpha1.SourceAPIServer)),
 		Estimator: string(orDefault(spec.Estimator.Type, scaleplanev1alpha1.LinearEstimator)),
 		Threshold: int64(min(max(spec.Threshold, 0), 100)),
 		SetLimits: spec.SetLimits == nil || *spec.SetLimits,
@@ -185,7 +196,7 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		if e.Clusters, err = explainClusters(ctx, c, ns, ar, units); err != nil {
 			return Explanation{}, err
 		}
-		e.Next = karmadaNext(status)
+		e.Next = karmadaNext(status, e.RecommendOnly)
 		var differ []string
 		for _, m := range e.Clusters {
 			if m.PolicyDiffers {
@@ -233,7 +244,8 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 	}
 	var changes, raises []string
 	for _, r := range spec.Resources {
-		want := resizeestimate.Linear(r, e.Units)
+		bounded := resizeestimate.Estimate(r, e.Units)
+		want := bounded.Value
 		extra := r.ExtraPerUnit.DeepCopy()
 		extra.Mul(e.Units)
 		exact := r.Base.DeepCopy()
@@ -244,9 +256,10 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 			Arithmetic: fmt.Sprintf("%s + %s x %d = %s", r.Base.String(), r.ExtraPerUnit.String(), e.Units, exact.String()),
 			BandLow:    lo, BandHigh: hi,
 		}
-		if exact.Cmp(want) != 0 {
-			x.Arithmetic += ", rounded up to " + want.String()
+		if exact.Cmp(bounded.Estimate) != 0 {
+			x.Arithmetic += ", rounded up to " + bounded.Estimate.String()
 		}
+		explainBounds(&x, r, bounded)
 		if container != nil {
 			// The resizer's decide, resource by resource: a missing
 			// request is its limit; with setLimits false an estimate
@@ -282,6 +295,10 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 		e.Resources = append(e.Resources, x)
 	}
 	if container == nil {
+		return e, nil
+	}
+	if e.RecommendOnly {
+		e.Next = offNext(spec.ContainerName, e.Threshold, changes)
 		return e, nil
 	}
 	if len(changes) == 0 {
@@ -404,6 +421,9 @@ func resizerDetails(size *int32, pending *scaleplanev1alpha1.PendingResize) stri
 func printExplanation(w io.Writer, e Explanation) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "AddonResizer %s/%s sizes container %s of %s (updateMode %s).\n", e.Namespace, e.Name, e.Container, e.Target, e.UpdateMode)
+	if e.RecommendOnly {
+		fmt.Fprintf(&b, "%s\n", offBanner)
+	}
 	karmada := e.Federation == string(scaleplanev1alpha1.FederationKarmada)
 	switch {
 	case karmada:
@@ -433,6 +453,9 @@ func printExplanation(w io.Writer, e Explanation) error {
 			inBand := fmt.Sprint(r.InBand)
 			if r.Capped {
 				inBand += " (capped at the limit)"
+			}
+			if r.Bounded != "" {
+				inBand += " (estimate " + r.Bounded + ")"
 			}
 			t.row(r.Name, r.Estimate, r.Arithmetic, r.BandLow+" .. "+r.BandHigh, deref(r.Request), deref(r.Limit), inBand)
 		}
@@ -478,7 +501,10 @@ func printExplanation(w io.Writer, e Explanation) error {
 // karmadaNext says how the member clusters stand. Without an OverridePolicy
 // nothing holds them (it could not be written, or no member holds a size of
 // its own), and the UpToDate condition says why.
-func karmadaNext(status *scaleplanev1alpha1.AddonResizerStatus) string {
+func karmadaNext(status *scaleplanev1alpha1.AddonResizerStatus, recommendOnly bool) string {
+	if recommendOnly {
+		return karmadaOffNext(status)
+	}
 	if status.OverridePolicy != "" {
 		return fmt.Sprintf("per member cluster: %d of %d held at their recommendation by OverridePolicy %s; see each cluster's state",
 			ptrInt(status.SizedClusters), ptrInt(status.MemberClusters), status.OverridePolicy)

@@ -319,7 +319,7 @@ func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev
 			x.Units = estimatorUnits(int64(*m.Nodes))
 			x.Estimate = map[string]string{}
 			for _, r := range ar.Spec.Resources {
-				q := resizeestimate.Linear(r, x.Units)
+				q := resizeestimate.Estimate(r, x.Units).Value
 				x.Estimate[string(r.Name)] = q.String()
 			}
 		}
