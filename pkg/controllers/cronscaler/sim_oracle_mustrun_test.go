@@ -44,7 +44,7 @@ func (o *oracle) faultFree(since, from, to time.Time) bool {
 			return false
 		}
 	}
-	for _, f := range o.s.scenario.flakies {
+	for _, f := range o.flakies() {
 		if f.from.Before(to) && f.to.After(since) {
 			return false
 		}

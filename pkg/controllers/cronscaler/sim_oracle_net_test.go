@@ -43,7 +43,7 @@ import (
 // target's managedFields, see entryMovedPastSlot).
 func (o *oracle) windowAfterFlaky(inc *incarnation, slot time.Time) (t0, settled time.Time) {
 	deadline := inc.deadline(slot)
-	for _, f := range o.s.scenario.flakies {
+	for _, f := range o.flakies() {
 		if !f.to.After(slot) || !f.to.Before(deadline) || (!t0.IsZero() && !f.to.Before(t0)) {
 			continue
 		}
@@ -65,7 +65,7 @@ func (o *oracle) windowAfterFlaky(inc *incarnation, slot time.Time) (t0, settled
 // windowAfterFlaky's, and a slot not run in it was given up on a transient
 // failure (its tag, see mustRunTag).
 func (o *oracle) flakyEndsAt(t time.Time) bool {
-	for _, f := range o.s.scenario.flakies {
+	for _, f := range o.flakies() {
 		if f.to.Equal(t) {
 			return true
 		}
@@ -75,7 +75,7 @@ func (o *oracle) flakyEndsAt(t time.Time) bool {
 
 // noFlakyBetween says whether no flaky period overlaps (from, to].
 func (o *oracle) noFlakyBetween(from, to time.Time) bool {
-	for _, f := range o.s.scenario.flakies {
+	for _, f := range o.flakies() {
 		if f.from.Before(to) && f.to.After(from) {
 			return false
 		}

@@ -136,7 +136,7 @@ func (o *oracle) handleWindow(slot time.Time) time.Time {
 			cands = append(cands, i.to)
 		}
 	}
-	for _, f := range o.s.scenario.flakies {
+	for _, f := range o.flakies() {
 		if f.to.After(slot) {
 			cands = append(cands, f.to)
 		}

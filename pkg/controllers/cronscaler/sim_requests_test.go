@@ -106,6 +106,9 @@ func (srv *simServer) answer(p *simProc, metadata bool) clienttesting.ReactionFu
 			s.stats.crashesInRequest++
 			return true, nil, errReset
 		}
+		if handled, obj, err := srv.modelFault(p, action, metadata, write, now); handled {
+			return true, obj, err
+		}
 		if f := s.scenario.flaky(now); f != nil {
 			r := s.rng.Float64()
 			switch {

@@ -88,6 +88,8 @@ type simProc struct {
 	// endAt is when the scenario ends it.
 	endAt        time.Time
 	clearActions func()
+	// relisted is when its informer last relisted (sim_model_test.go).
+	relisted time.Time
 }
 
 // delivery is a version of an object a process's cache got: by its first
@@ -137,24 +139,34 @@ type sim struct {
 	events   []simEvent
 	stats    simStats
 
-	// edges, when set, draws the generator's edge cases (see edgeTerm).
-	edges *rand.Rand
+	// edges, when set, draws the generator's edge cases (see edgeTerm);
+	// model, the model's relists and faults per request (sim_model_test.go).
+	edges, model *rand.Rand
 }
 
 type simStats struct {
 	syncs, records, refused, failed, lost, crashesInRequest int
+	hung, relists, coalesced, tombstones, recreated         int
 	objectSeconds                                           float64
 }
 
-func newSim(seed uint64, days float64) *sim { return newSimOf(seed, days, false) }
+func newSim(seed uint64, days float64) *sim { return newSimOf(seed, days, simMode{}) }
 
-// newSimOf is newSim, with the generator's edge cases when edges is set.
-// They are drawn from a random source of their own, so a seed without them
-// plays what it always played.
-func newSimOf(seed uint64, days float64, edges bool) *sim {
+// simMode says what a seed plays beyond every seed's scenario: the
+// generator's edge cases (edgeTerm), the model's relists and faults per
+// request (sim_model_test.go).
+type simMode struct{ edges, model bool }
+
+// newSimOf is newSim, with the generator's edge cases and the model when
+// mode says so. They are drawn from random sources of their own, so a seed
+// without them plays what it always played.
+func newSimOf(seed uint64, days float64, mode simMode) *sim {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	if edges {
+	if mode.edges {
 		s.edges = rand.New(rand.NewPCG(seed^0x5bd1e9955bd1e995, seed+0x2545f4914f6cdd1d))
+	}
+	if mode.model {
+		s.model = rand.New(rand.NewPCG(seed^0x7f4a7c159e3779b9, seed+0x94d049bb133111eb))
 	}
 	s.ctx = klog.NewContext(context.Background(), logr.Discard())
 	s.scenario = generateScenario(s, days)
@@ -171,7 +183,11 @@ func (s *sim) run() {
 		now := s.clock.Now()
 		next := sc.nextAt()
 		if p := s.leader; p != nil {
-			for _, t := range []time.Time{p.syncs.next(), p.records.next(), p.nextDelivery(), p.endAt, p.endAt.Add(maxCrashWait)} {
+			delivery := p.nextDelivery()
+			if at := sc.watchDown(p, delivery); !at.IsZero() {
+				delivery = at
+			}
+			for _, t := range []time.Time{p.syncs.next(), p.records.next(), delivery, p.endAt, p.endAt.Add(maxCrashWait), sc.nextRelist(p, now)} {
 				if !t.After(now) && (t.Equal(p.endAt) || t.Equal(p.endAt.Add(maxCrashWait))) {
 					continue
 				}
@@ -220,6 +236,9 @@ func (s *sim) step() {
 		}
 	}
 	p.clearActions()
+	if s.model != nil {
+		s.relistDue(p, now)
+	}
 	s.deliver(p, now)
 	p.syncs.release(now)
 	p.records.release(now)
@@ -336,7 +355,7 @@ func (p *simProc) nextDelivery() time.Time {
 func (s *sim) deliver(p *simProc, now time.Time) {
 	for {
 		at := p.nextDelivery()
-		if at.IsZero() || at.After(now) {
+		if at.IsZero() || at.After(now) || !s.scenario.watchDown(p, at).IsZero() {
 			return
 		}
 		s.srv.mu.Lock()

@@ -69,6 +69,10 @@ type scenario struct {
 	sharedTarget    simTarget
 	sharedSchedule  string
 	sharedHalfHours bool
+	// relists and requestFaults are the model's (-sim.model, see
+	// sim_model_test.go).
+	relists       []relistAt
+	requestFaults []requestFaults
 }
 
 // Days with a daylight-saving change at about 12 hours in (and one
@@ -213,6 +217,9 @@ func generateScenario(s *sim, days float64) *scenario {
 		for range int(days*4) + 1 {
 			sc.add(sc.at(days), "second controller", sc.secondControllerWrite)
 		}
+	}
+	if s.model != nil {
+		sc.generateModel(days)
 	}
 	sort.SliceStable(sc.events, func(i, j int) bool { return sc.events[i].at.Before(sc.events[j].at) })
 	return sc
