@@ -301,3 +301,41 @@ func TestNannyRewritesEveryManagedResource(t *testing.T) {
 	// The nanny: cpu is out, so it writes its whole estimate, memory 136Mi
 	// included.
 }
+
+// TestNannyModelAgreesWithAddonResizersOwnTests: the transcription above
+// gives the values Addon Resizer's own tests expect (nanny/estimator_test.go
+// at addon-resizer-1.8.24: lessThanMilliEstimator at 3 nodes 0.3015,
+// exponentialLessThanMilliEstimator at 3 nodes 0.308, fullEstimator 24.3 and
+// 54Mi at 17 nodes, exponentialSmallClusterEstimator from 5 at 1 node 12.5m
+// and 72.5Mi), and the bucket sequence from 16.
+func TestNannyModelAgreesWithAddonResizersOwnTests(t *testing.T) {
+	q := resource.MustParse
+	for _, c := range []struct {
+		base, extra string
+		size, minCS uint64
+		exponential bool
+		want        string
+	}{
+		{"0.3", "0.5m", 3, 0, false, "0.3015"},
+		{"0.3", "0.5m", 3, 16, true, "0.308"},
+		{"0.3", "1", 17, 16, true, "24.3"},
+		{"30Mi", "1Mi", 17, 16, true, "54Mi"},
+		{"10m", "0.5m", 1, 5, true, "12.5m"},
+		{"50Mi", "4.5Mi", 1, 5, true, "72.5Mi"},
+	} {
+		units := c.size
+		if c.exponential {
+			units = nannyBucket(c.size, c.minCS)
+		}
+		if got := nannyEstimate(q(c.base), q(c.extra), units); got.Cmp(q(c.want)) != 0 {
+			t.Errorf("%s + %s x %d: %s, Addon Resizer's tests want %s", c.base, c.extra, units, got.String(), c.want)
+		}
+	}
+	var seq []uint64
+	for b := nannyBucket(0, 16); b <= 5000; b = nannyBucket(b+1, 16) {
+		seq = append(seq, b)
+	}
+	if got := fmt.Sprint(seq); got != "[16 24 36 54 81 121 181 271 406 609 913 1369 2053 3079 4618]" {
+		t.Errorf("buckets from 16: %s", got)
+	}
+}
