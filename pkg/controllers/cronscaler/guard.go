@@ -79,6 +79,12 @@ type writerLog struct {
 	writes uint64
 	// ownSeq are the counts of the writes in own.
 	ownSeq []uint64
+	// ownDigest are the digests (see statusDigest) of the statuses stored
+	// at own: a watch that relists (after 410 Gone) delivers the latest
+	// state only, so a write of this process and a later change of the
+	// object that is not status come as one change, at a resourceVersion
+	// this process never got back.
+	ownDigest []uint64
 	// seen are status changes the informer showed, not compared yet.
 	seen []seenWrite
 	// reported is when each other writer was last reported; nil until one
@@ -121,18 +127,43 @@ type unackedWrite struct {
 	first, last uint64
 }
 
-// wrote records a status write of this process, stored at rv.
-func (w *statusWriters) wrote(key cache.ObjectName, rv string) {
+// wrote records a status write of this process, stored at rv with status.
+func (w *statusWriters) wrote(key cache.ObjectName, rv string, status autoscalingv1alpha1.CronFederatedHPAStatus) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
 	l.writes++
 	l.own = append(l.own, rv)
 	l.ownSeq = append(l.ownSeq, l.writes)
+	l.ownDigest = append(l.ownDigest, statusDigest(status))
 	if len(l.own) > maxOwnWrites {
 		l.own = l.own[len(l.own)-maxOwnWrites:]
 		l.ownSeq = l.ownSeq[len(l.ownSeq)-maxOwnWrites:]
+		l.ownDigest = l.ownDigest[len(l.ownDigest)-maxOwnWrites:]
 	}
+}
+
+// ownIndex returns the index in own of the write of this process that a
+// seen change shows: stored at its resourceVersion, or, by a watch that
+// relisted, merged with later changes that left its status as it was
+// written (the newest status entry is this process's field manager's). -1
+// when none.
+func (l *writerLog) ownIndex(s seenWrite) int {
+	if i := slices.Index(l.own, s.resourceVersion); i >= 0 {
+		return i
+	}
+	if s.manager != FieldManager || s.status == nil || len(l.ownDigest) == 0 {
+		return -1
+	}
+	d := statusDigest(*s.status)
+	// The latest such write: an older one with the same status was
+	// followed by this process's later writes.
+	for i := len(l.ownDigest) - 1; i >= 0; i-- {
+		if l.ownDigest[i] == d {
+			return i
+		}
+	}
+	return -1
 }
 
 // unacknowledged records a status write of this process that failed but
@@ -206,13 +237,14 @@ func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string
 	}
 	var out []string
 	for _, s := range l.seen {
-		if i := slices.Index(l.own, s.resourceVersion); i >= 0 {
+		if i := l.ownIndex(s); i >= 0 {
 			// The watch delivers in order: an unacknowledged write made
 			// before this one was not stored, or was shown before.
+			// Nor will an older own write be shown any more: a relist
+			// merged it into a later change.
 			seq := l.ownSeq[i]
 			l.unacked = slices.DeleteFunc(l.unacked, func(u unackedWrite) bool { return u.last < seq })
-			l.own = slices.Delete(l.own, i, i+1)
-			l.ownSeq = slices.Delete(l.ownSeq, i, i+1)
+			l.own, l.ownSeq, l.ownDigest = l.own[i+1:], l.ownSeq[i+1:], l.ownDigest[i+1:]
 			continue
 		}
 		// Not a write whose answer came back: one whose answer was lost

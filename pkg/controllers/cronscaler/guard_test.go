@@ -26,10 +26,12 @@ package cronscaler
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -281,4 +283,35 @@ func TestSecondScaleplaneIsReported(t *testing.T) {
 	})
 	h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
 	h.expectEvent("Warning ManagedByAnotherController Status was written by " + FieldManager + " from another process")
+}
+
+// A watch that relists (after 410 Gone) delivers the latest state only: a
+// status write of this process and a later change of the object that is not
+// status (a label, say) come as one change, at a resourceVersion this
+// process never got back. That is its own write, not a second controller's
+// (found by the simulator's relist model, seed 4000053).
+func TestOwnWriteMergedByARelistIsNotAnotherController(t *testing.T) {
+	w := newStatusWriters()
+	key := cache.ObjectName{Namespace: "ns", Name: "c"}
+	written := autoscalingv1alpha1.CronFederatedHPAStatus{ExecutionHistories: []autoscalingv1alpha1.ExecutionHistory{{RuleName: "r"}}}
+	w.wrote(key, "115", written)
+	merged := &autoscalingv1alpha1.CronFederatedHPA{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ResourceVersion: "116", Labels: map[string]string{"team": "a"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: ptr.To(metav1.Now())}}}}
+	merged.Status = *written.DeepCopy()
+	w.saw(key, merged)
+	if got := w.others(key, time.Now().Add(-time.Hour)); len(got) != 0 {
+		t.Errorf("own write merged by a relist reported as %v", got)
+	}
+	if n := w.size(); n != 0 {
+		t.Errorf("the writers hold %d objects after the merged write was compared; want 0", n)
+	}
+	// Another status at that resourceVersion is someone else's.
+	w.wrote(key, "117", written)
+	other := merged.DeepCopy()
+	other.ResourceVersion = "118"
+	other.Status.ExecutionHistories[0].RuleName = "x"
+	w.saw(key, other)
+	if got := w.others(key, time.Now().Add(-time.Hour)); len(got) != 1 {
+		t.Errorf("a different status at an unknown resourceVersion: %v, want it reported", got)
+	}
 }

@@ -135,7 +135,7 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
-		c.writers.wrote(key, stored.ResourceVersion)
+		c.writers.wrote(key, stored.ResourceVersion, stored.Status)
 		c.memory.setWritten(key, obj.UID, stored.Status, stored.ResourceVersion)
 		return nil
 	case apierrors.IsNotFound(err):
