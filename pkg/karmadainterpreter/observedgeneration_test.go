@@ -17,9 +17,15 @@ limitations under the License.
 package karmadainterpreter
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	leaderworkersetv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
 )
 
 // memberLWS is a member cluster's LeaderWorkerSet as Karmada reads it:
@@ -126,5 +132,69 @@ func TestTemplateObservedGenerationWithMembersOfEveryLWSRelease(t *testing.T) {
 				t.Errorf("template status.observedGeneration = %d, want %d (reflected %s)", status.ObservedGeneration, tc.want, mustJSON(items))
 			}
 		})
+	}
+}
+
+// What the aggregation writes into the template's status must survive the
+// API server's pruning on karmada-apiserver, where the LeaderWorkerSet CRD
+// is scaleplane's (generated from pkg/apis/leaderworkerset/v1): every field
+// of the aggregated status is a field of LeaderWorkerSetStatus, and the
+// shipped CRD keeps status.observedGeneration. On a real Karmada the template's
+// observedGeneration stayed empty while the members reported theirs
+// (issue 35, the guide's run on 2026-11-29).
+func TestAggregatedStatusSurvivesTheCRDsPruning(t *testing.T) {
+	c := loadCustomization(t)
+	reflect, aggregate := script(c, "InterpretStatus"), script(c, "AggregateStatus")
+	var items []AggregatedStatusItem
+	for i, member := range []map[string]any{memberLWS(4, 3, statusV09(4)), memberLWS(2, 3, statusV09(2))} {
+		reflected, err := ReflectStatus(reflect, member)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, AggregatedStatusItem{ClusterName: fmt.Sprintf("member%d", i+1), Status: reflected, Applied: true})
+	}
+	template := map[string]any{
+		"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": "vllm", "namespace": "serving", "generation": 3},
+		"spec":     map[string]any{"replicas": 4},
+	}
+	out, err := AggregateStatus(aggregate, template, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(out["status"])
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var status leaderworkersetv1.LeaderWorkerSetStatus
+	if err := dec.Decode(&status); err != nil {
+		t.Fatalf("the aggregated status has a field the CRD would prune: %v (%s)", err, data)
+	}
+	if status.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration %d, want 3", status.ObservedGeneration)
+	}
+	crd, err := os.ReadFile("../../artifacts/deploy/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Properties map[string]any `json:"properties"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(crd, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range doc.Spec.Versions {
+		if _, ok := v.Schema.OpenAPIV3Schema.Properties["status"].Properties["observedGeneration"]; !ok {
+			t.Error("the shipped LeaderWorkerSet CRD has no status.observedGeneration: karmada-apiserver prunes what the interpreter aggregates")
+		}
 	}
 }

@@ -275,6 +275,14 @@ type LeaderWorkerSetStatus struct {
 	// HorizontalPodAutoscaler reads metrics from.
 	// +optional
 	HPAPodSelector string `json:"hpaPodSelector,omitempty"`
+
+	// ObservedGeneration is the generation the status was computed for, as
+	// LeaderWorkerSet v0.9 writes it. On karmada-apiserver the
+	// LeaderWorkerSet interpreter aggregates it from the members; without
+	// the field in the schema the API server would prune it, and Flux or
+	// Argo CD would never see the template reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
