@@ -27,9 +27,16 @@ import (
 	"k8s.io/component-base/cli"
 
 	"github.com/scaleplane/scaleplane/cmd/kubectl-scaleplane/app"
+	"github.com/scaleplane/scaleplane/pkg/version"
 )
 
 func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	os.Exit(cli.Run(app.NewCommand(streams, nil)))
+	cmd := app.NewCommand(streams, nil)
+	// --version prints what the controller manager and the webhook print:
+	// the release (stamped by hack/release.sh and hack/build-images.sh with
+	// -ldflags -X into pkg/version) and the commit.
+	cmd.Version = version.Get().String()
+	cmd.SetVersionTemplate(cmd.Name() + " {{.Version}}\n")
+	os.Exit(cli.Run(cmd))
 }
