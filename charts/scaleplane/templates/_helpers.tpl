@@ -33,8 +33,13 @@ only possible when both are in the same render.
 {{- if and (not .Values.webhook.certManager.enabled) (not .Values.webhook.existingSecret) -}}true{{- end -}}
 {{- end -}}
 
-{{/* image renders repository:tag, the tag defaulting to the appVersion. */}}
+{{/*
+image renders repository:tag, the tag defaulting to the appVersion, and
+@digest when one is set (a release pins its images by digest:
+docs/releasing.md), so that the tag names the release and the digest is what
+runs.
+*/}}
 {{- define "scaleplane.image" -}}
 {{- $tag := .image.tag | default .root.Chart.AppVersion -}}
-{{ .image.repository }}:{{ $tag }}
+{{ .image.repository }}:{{ $tag }}{{ with .image.digest }}@{{ . }}{{ end }}
 {{- end -}}
