@@ -182,7 +182,7 @@ func (m *migrateOptions) run(ctx context.Context, args []string) error {
 	}
 	if !slices.ContainsFunc(src.deployment.Spec.Template.Spec.Containers, func(ct corev1.Container) bool { return isNanny(&ct) }) {
 		if c == nil {
-			return fmt.Errorf("Deployment %s/%s has no Addon Resizer nanny (no container runs pod_nanny)", ns, src.deployment.Name)
+			return fmt.Errorf("deployment %s/%s has no Addon Resizer nanny (no container runs pod_nanny)", ns, src.deployment.Name)
 		}
 		return alreadyMigrated(ctx, c, ns, src.deployment.Name, m.output, m.streams.Out)
 	}

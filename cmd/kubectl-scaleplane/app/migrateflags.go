@@ -82,10 +82,8 @@ type nanny struct {
 	index     int
 	// spec is what it maps to.
 	spec scaleplanev1alpha1.AddonResizerSpec
-	// configMap is the ConfigMap its --config-dir mounts, "" for none;
-	// volumes are the pod volumes it mounts.
+	// configMap is the ConfigMap its --config-dir mounts, "" for none.
 	configMap string
-	volumes   []string
 	notes     []string
 }
 

@@ -350,7 +350,7 @@ func roleBoundElsewhere(objs *rbacObjects, ref rbacv1.RoleRef, roleNS, bindingKi
 func alreadyMigrated(ctx context.Context, c *Clients, ns, name, output string, w io.Writer) error {
 	list, err := c.Scaleplane.ScaleplaneV1alpha1().AddonResizers(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("Deployment %s/%s has no Addon Resizer nanny; listing AddonResizers: %w", ns, name, err)
+		return fmt.Errorf("deployment %s/%s has no Addon Resizer nanny; listing AddonResizers: %w", ns, name, err)
 	}
 	var names []string
 	for _, ar := range list.Items {
@@ -359,7 +359,7 @@ func alreadyMigrated(ctx context.Context, c *Clients, ns, name, output string, w
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("Deployment %s/%s has no Addon Resizer nanny (no container runs pod_nanny) and no AddonResizer sizes it", ns, name)
+		return fmt.Errorf("deployment %s/%s has no Addon Resizer nanny (no container runs pod_nanny) and no AddonResizer sizes it", ns, name)
 	}
 	sort.Strings(names)
 	mig := &Migration{APIVersion: apiVersion, Kind: "AddonResizerMigration", Namespace: ns, Workload: "Deployment/" + name, From: "cluster",

@@ -172,7 +172,7 @@ func TestGeneratedAutoscalerInheritedFiringKeepsALaterChange(t *testing.T) {
 	changed := metav1.NewTime(utc("2024-05-01 08:00:30"))
 	lws.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "leaderworkerset.x-k8s.io/v1", Time: &changed,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:scalePolicy":{"f:minReplicas":{},"f:maxReplicas":{}}}}`)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:scalePolicy":{"f:minReplicas":{},"f:maxReplicas":{}}}}`),
 	}}
 	h := newHarness(t, utc("2024-05-01 07:00:00"), obj, lws, generatedAutoscalers[0].object("vllm", lwsController("vllm")))
 	h.syncAt(utc("2024-05-01 07:00:00"), "c")

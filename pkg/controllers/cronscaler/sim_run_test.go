@@ -150,8 +150,6 @@ type simStats struct {
 	objectSeconds                                           float64
 }
 
-func newSim(seed uint64, days float64) *sim { return newSimOf(seed, days, simMode{}) }
-
 // simMode says what a seed plays beyond every seed's scenario: the
 // generator's edge cases (edgeTerm), the model's relists and faults per
 // request (sim_model_test.go).

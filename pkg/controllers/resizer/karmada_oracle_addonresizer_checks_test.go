@@ -339,18 +339,3 @@ func (o *oracleRun) target(s settings, name corev1.ResourceName, nodes int32, tm
 	}
 	return est, false
 }
-
-// managedByAny tells whether an AddonResizer in Karmada mode manages
-// resource name (its limit, when limit is set).
-func (o *oracleRun) managedByAny(name corev1.ResourceName, limit bool) bool {
-	for _, a := range o.ars {
-		if !a.karmada() {
-			continue
-		}
-		s := a.settings()
-		if slices.Contains(s.managed(), name) && (!limit || s.setLimits) {
-			return true
-		}
-	}
-	return false
-}
