@@ -22,6 +22,13 @@ limitations under the License.
 //	imagetool build   --output X.tar --repository R --tag T --binary linux/amd64=PATH ... [--label k=v ...]
 //	imagetool inspect --archive X.tar
 //	imagetool run     --archive X.tar [--platform os/arch] -- ARGS...
+//
+// and, for hack/release.sh, prints an archive's index digest and writes
+// reproducible .tar.gz and .zip archives:
+//
+//	imagetool digest  --archive X.tar
+//	imagetool archive --output X.tar.gz|X.zip --file NAME=PATH ...
+//	imagetool repack  --input chart.tgz --output chart.tgz
 package main
 
 import (
@@ -49,7 +56,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: imagetool build|inspect|run [flags]")
+		return errors.New("usage: imagetool build|inspect|run|digest|archive|repack [flags]")
 	}
 	switch args[0] {
 	case "build":
@@ -58,7 +65,13 @@ func run(args []string) error {
 		return inspectCommand(args[1:])
 	case "run":
 		return runCommand(args[1:])
+	case "digest":
+		return digestCommand(args[1:])
+	case "archive":
+		return archiveCommand(args[1:])
+	case "repack":
+		return repackCommand(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q: want build, inspect or run", args[0])
+		return fmt.Errorf("unknown command %q: want build, inspect, run, digest, archive or repack", args[0])
 	}
 }
