@@ -16,7 +16,13 @@
 #   SCALEPLANE_IMAGE_PLATFORMS  comma-separated os/arch list (default linux/amd64,linux/arm64)
 #   SCALEPLANE_IMAGE_REGISTRY   repository prefix (default ghcr.io/scaleplane)
 #   SCALEPLANE_IMAGE_TAG        tag (default: appVersion in charts/scaleplane/Chart.yaml)
-#   SOURCE_DATE_EPOCH           file and config times (default 0, so images are reproducible)
+#   SCALEPLANE_IMAGE_OUTPUT_DIR where the tarballs (and the binaries, in bin/) go (default _output/images)
+#   SOURCE_DATE_EPOCH           file and config times, and the org.opencontainers.image.created
+#                               label (default: the time of the HEAD commit, 0 outside git), so
+#                               that the same commit always gives the same images
+#
+# hack/release.sh builds a release's images with this script (the tag is the
+# release's version); docs/releasing.md says what makes them reproducible.
 
 set -o errexit -o nounset -o pipefail
 
@@ -25,7 +31,7 @@ cd "${SCALEPLANE_ROOT}"
 
 PLATFORMS="${SCALEPLANE_IMAGE_PLATFORMS:-linux/amd64,linux/arm64}"
 REGISTRY="${SCALEPLANE_IMAGE_REGISTRY:-ghcr.io/scaleplane}"
-OUT_DIR="${SCALEPLANE_ROOT}/_output/images"
+OUT_DIR="${SCALEPLANE_IMAGE_OUTPUT_DIR:-${SCALEPLANE_ROOT}/_output/images}"
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 # binary name | main package
 BINARIES=(
@@ -40,6 +46,10 @@ chart_app_version() {
 TAG="${SCALEPLANE_IMAGE_TAG:-$(chart_app_version)}"
 [[ -n "${TAG}" ]] || scaleplane::fatal "no appVersion in charts/scaleplane/Chart.yaml and no SCALEPLANE_IMAGE_TAG"
 REVISION="$(git -C "${SCALEPLANE_ROOT}" rev-parse HEAD 2>/dev/null || echo unknown)"
+SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "${SCALEPLANE_ROOT}" log -1 --format=%ct HEAD 2>/dev/null || echo 0)}"
+# imagetool reads it for every file's time and the config's created.
+export SOURCE_DATE_EPOCH
+CREATED="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
 LDFLAGS="-s -w -X github.com/scaleplane/scaleplane/pkg/version.gitVersion=${TAG} -X github.com/scaleplane/scaleplane/pkg/version.gitCommit=${REVISION}"
 
 # build_binaries cross-compiles every binary for one platform, in one go
@@ -73,6 +83,7 @@ build_image() {
     --label "org.opencontainers.image.source=https://github.com/scaleplane/scaleplane"
     --label "org.opencontainers.image.version=${TAG}"
     --label "org.opencontainers.image.revision=${REVISION}"
+    --label "org.opencontainers.image.created=${CREATED}"
     --label "org.opencontainers.image.licenses=Apache-2.0")
   for platform in "${PLATFORM_LIST[@]}"; do
     args+=(--binary "${platform}=${OUT_DIR}/bin/${platform%/*}_${platform#*/}/${name}")
