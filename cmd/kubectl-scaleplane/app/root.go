@@ -60,12 +60,15 @@ func NewCommand(streams genericiooptions.IOStreams, clients *Clients) *cobra.Com
 	}
 	cmd := &cobra.Command{
 		Use:   "kubectl-scaleplane",
-		Short: "See what scaleplane will do: upcoming cron firings, who scales a workload, an AddonResizer's decision",
+		Short: "See what scaleplane will do: upcoming cron firings, who scales a workload, an AddonResizer's decision; migrate from Addon Resizer",
 		Long: `kubectl scaleplane reads scaleplane's objects and the autoscalers next to them, and says what will happen:
 
   next [NAME]               the next firings of every CronFederatedHPA rule, in its zone and UTC
   who-scales KIND/NAME      every object that sets a workload's replicas or bounds, and where they fight
   explain addonresizer NAME the count, the estimate with its arithmetic, the band, the delay, the next step
+  migrate addon-resizer deployment/NAME
+                            the AddonResizer that sizes an add-on as its Addon Resizer nanny does, and the
+                            nanny's removal (docs/migrate-from-addon-resizer.md)
 
 Install: put kubectl-scaleplane on PATH (make build puts it in _output/bin), or krew (plugins/krew/scaleplane.yaml).`,
 		SilenceUsage: true,
