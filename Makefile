@@ -46,6 +46,11 @@ verify:
 images:
 	hack/build-images.sh
 
+## release: cut release VERSION=vX.Y.Z into _output/release, offline and reproducibly: images (linux/amd64, linux/arm64), plugin archives and krew manifest, the chart pinned by digest, release notes from CHANGELOG.md, SHA256SUMS (docs/releasing.md)
+.PHONY: release
+release:
+	hack/release.sh $(VERSION)
+
 # The integration tests (test/integration/images) run the images of this
 # host's architecture only: cross-compiling the others costs about 2 more
 # minutes on a cold 2-core machine, and `make images` builds them.
