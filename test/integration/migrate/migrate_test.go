@@ -32,6 +32,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
@@ -121,7 +122,7 @@ func versions(t *testing.T, cp *framework.ControlPlane, ns, deployment string) m
 // only the nanny needed), then the switch, by the printed output applied
 // with kubectl or by --apply, then --apply again, which must change
 // nothing.
-func migrateShape(t *testing.T, cp *framework.ControlPlane, ns string, s shape) {
+func migrateShape(t *testing.T, cp *framework.ControlPlane, ns string, s shape) (*appsv1.Deployment, app.Migration) {
 	t.Helper()
 	ctx := context.Background()
 	target := "deployment/" + s.deployment
@@ -225,6 +226,62 @@ func migrateShape(t *testing.T, cp *framework.ControlPlane, ns string, s shape) 
 	if len(again.Notes) != 1 || !strings.Contains(again.Notes[0], "already migrated") {
 		t.Errorf("%s: the second --apply says %q; want already migrated", s.name, again.Notes)
 	}
+	return before, plan
+}
+
+// rollBack undoes the migration as docs/migrate-from-addon-resizer.md says:
+// the AddonResizers to updateMode Off, the nannies and the volumes removed
+// with them added back from the Deployment as it was, the AddonResizers
+// deleted. migrate then plans the same AddonResizers again.
+func rollBack(t *testing.T, cp *framework.ControlPlane, ns string, s shape, before *appsv1.Deployment, plan app.Migration) {
+	t.Helper()
+	ctx := context.Background()
+	ars := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns)
+	for _, n := range s.nannies {
+		if _, err := ars.Patch(ctx, n.addonResizer, types.MergePatchType, []byte(`{"spec":{"updateMode":"Off"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	now, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, s.deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A strategic merge patch, as kubectl patch sends by default: both
+	// lists merge by name, and it works where the migration left no
+	// volumes at all (heapster), which a JSON patch adding to
+	// /spec/template/spec/volumes/- does not.
+	var put corev1.PodSpec
+	for _, c := range before.Spec.Template.Spec.Containers {
+		if isNanny(c) {
+			put.Containers = append(put.Containers, c)
+		}
+	}
+	for _, v := range before.Spec.Template.Spec.Volumes {
+		if !slices.ContainsFunc(now.Spec.Template.Spec.Volumes, func(w corev1.Volume) bool { return w.Name == v.Name }) {
+			put.Volumes = append(put.Volumes, v)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": put}}})
+	if _, err := cp.KubeClient().AppsV1().Deployments(ns).Patch(ctx, s.deployment, types.StrategicMergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("%s: putting the nanny back: %v", s.name, err)
+	}
+	back, err := cp.KubeClient().AppsV1().Deployments(ns).Get(ctx, s.deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Spec.Template.Spec.Containers) != len(before.Spec.Template.Spec.Containers) || len(back.Spec.Template.Spec.Volumes) != len(before.Spec.Template.Spec.Volumes) {
+		t.Errorf("%s: after the rollback containers %v and %d volumes; before the migration %v and %d", s.name,
+			names(back.Spec.Template.Spec.Containers), len(back.Spec.Template.Spec.Volumes), names(before.Spec.Template.Spec.Containers), len(before.Spec.Template.Spec.Volumes))
+	}
+	for _, n := range s.nannies {
+		if err := ars.Delete(ctx, n.addonResizer, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	again := migrateJSON(t, cp, "-n", ns, "deployment/"+s.deployment)
+	if !reflect.DeepEqual(again.AddonResizers, plan.AddonResizers) || len(again.RemovalPatch) != len(plan.RemovalPatch) {
+		t.Errorf("%s: after the rollback migrate plans\n%v\n%v; before the migration\n%v\n%v", s.name, again.AddonResizers, again.RemovalPatch, plan.AddonResizers, plan.RemovalPatch)
+	}
 }
 
 func names(cs []corev1.Container) []string {
@@ -294,11 +351,13 @@ func TestMigrateRealShapes(t *testing.T) {
 	start := time.Now()
 	growNodes(t, cp, 0, 3)
 	nss := map[string]string{}
+	befores := map[string]*appsv1.Deployment{}
+	plans := map[string]app.Migration{}
 	for _, s := range shapes {
 		ns := cp.CreateNamespace(t)
 		nss[s.name] = ns
 		createShape(t, cp, ns, s.name)
-		migrateShape(t, cp, ns, s)
+		befores[s.name], plans[s.name] = migrateShape(t, cp, ns, s)
 	}
 	t.Logf("the three shapes created and migrated in %s", time.Since(start).Round(time.Millisecond))
 
@@ -319,6 +378,9 @@ func TestMigrateRealShapes(t *testing.T) {
 		for _, n := range s.nannies {
 			waitStatus(t, cp, nss[s.name], n, nodes)
 		}
+	}
+	for _, s := range shapes {
+		rollBack(t, cp, nss[s.name], s, befores[s.name], plans[s.name])
 	}
 }
 
