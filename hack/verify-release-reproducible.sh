@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Checks that a release is reproducible: clones HEAD twice into temporary
+# directories, runs hack/release.sh in each, and compares every file of the
+# two _output/release trees (SHA256SUMS lists them all: the image archives,
+# whose index digests images.txt names, the plugin archives, the krew
+# manifest, the chart, the notes). Any difference fails, naming the files.
+#
+# Usage: hack/verify-release-reproducible.sh [--short] [vX.Y.Z]
+#
+#   --short   one platform: this host's linux images (linux/amd64 on CI) and
+#             plugin archive, and the chart; what `make test` runs. Without
+#             it, every platform of `make release` (`make verify-release`).
+#   vX.Y.Z    default: the newest version CHANGELOG.md has an entry for.
+#
+# The tools (imagetool, helm) come from this checkout's $SCALEPLANE_BIN_DIR,
+# and both runs share Go's build cache, so the packages `make test` already
+# compiled for its images are not compiled again; the binaries are linked by
+# each run. SCALEPLANE_VERIFY_COLD_CACHE=1 gives each run an empty build
+# cache of its own instead (slow: everything is compiled twice), which also
+# checks that compiling, not only linking, is reproducible.
+# SCALEPLANE_VERIFY_KEEP=1 keeps the clones.
+
+set -o errexit -o nounset -o pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+cd "${SCALEPLANE_ROOT}"
+
+SHORT=0
+VERSION=""
+for arg in "$@"; do
+  case "${arg}" in
+    --short) SHORT=1 ;;
+    v*) VERSION="${arg}" ;;
+    *) scaleplane::fatal "usage: $0 [--short] [vX.Y.Z]" ;;
+  esac
+done
+if [[ -z "${VERSION}" ]]; then
+  VERSION="v$(sed -n 's/^## \[v\{0,1\}\([0-9][^]]*\)\].*/\1/p' CHANGELOG.md | head -n 1)"
+  [[ "${VERSION}" != v ]] || scaleplane::fatal "CHANGELOG.md has no released version"
+fi
+
+if [[ "${SHORT}" == 1 ]]; then
+  host="linux/$(go env GOARCH)"
+  export SCALEPLANE_RELEASE_IMAGE_PLATFORMS="${host}" SCALEPLANE_RELEASE_PLUGIN_PLATFORMS="${host}"
+fi
+unset SCALEPLANE_RELEASE_ALLOW_DIRTY
+# The clones' hack/install-tools.sh finds the tools this checkout built.
+export SCALEPLANE_BIN_DIR
+
+COMMIT="$(git rev-parse HEAD)"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/scaleplane-release-verify.XXXXXX")"
+if [[ "${SCALEPLANE_VERIFY_KEEP:-}" == 1 ]]; then
+  scaleplane::log "keeping ${TMP}"
+else
+  trap 'rm -rf "${TMP}"' EXIT
+fi
+
+release_in_clone() {
+  local dir="${TMP}/$1" start=${SECONDS}
+  git clone --quiet "${SCALEPLANE_ROOT}" "${dir}"
+  git -C "${dir}" checkout --quiet --detach "${COMMIT}"
+  if [[ "${SCALEPLANE_VERIFY_COLD_CACHE:-}" == 1 ]]; then
+    export GOCACHE="${TMP}/gocache-$1"
+  fi
+  scaleplane::log "release ${VERSION} in clone $1 (${dir})"
+  "${dir}/hack/release.sh" "${VERSION}" >"${TMP}/$1.log" 2>&1 ||
+    { tail -n 40 "${TMP}/$1.log" >&2; scaleplane::fatal "hack/release.sh failed in clone $1 (log above)"; }
+  scaleplane::log "clone $1: release in $((SECONDS - start))s"
+}
+
+compare() {
+  local a="${TMP}/a/_output/release" b="${TMP}/b/_output/release" f bad=0
+  if ! diff <(cd "${a}" && find . -type f | LC_ALL=C sort) <(cd "${b}" && find . -type f | LC_ALL=C sort) >&2; then
+    scaleplane::fatal "the two releases hold different files"
+  fi
+  while read -r _ f; do
+    if ! cmp -s "${a}/${f}" "${b}/${f}"; then
+      echo "DIFFERS: ${f}" >&2
+      bad=1
+    fi
+  done <"${a}/SHA256SUMS"
+  cmp -s "${a}/SHA256SUMS" "${b}/SHA256SUMS" || bad=1
+  echo "--- images (repository:tag@index digest), the same in both:" >&2
+  cat "${a}/images.txt" >&2
+  echo "--- SHA256SUMS, the same in both:" >&2
+  cat "${a}/SHA256SUMS" >&2
+  if [[ "${bad}" == 1 ]]; then
+    diff "${a}/SHA256SUMS" "${b}/SHA256SUMS" >&2 || true
+    scaleplane::fatal "release ${VERSION} of ${COMMIT} is not reproducible (SCALEPLANE_VERIFY_KEEP=1 keeps both trees)"
+  fi
+}
+
+main() {
+  local start=${SECONDS} form=full
+  [[ "${SHORT}" == 1 ]] && form="short (${host})"
+  scaleplane::log "reproducibility of release ${VERSION} of ${COMMIT}, ${form}"
+  hack/install-tools.sh imagetool helm
+  release_in_clone a
+  release_in_clone b
+  compare
+  scaleplane::log "release ${VERSION}, ${form}: two runs from clean clones are identical, $(wc -l <"${TMP}/a/_output/release/SHA256SUMS") files, in $((SECONDS - start))s"
+}
+
+main
