@@ -120,8 +120,9 @@ func versions(t *testing.T, cp *framework.ControlPlane, ns, deployment string) m
 // migrateShape migrates the live Deployment of s in ns: a dry run first
 // (nothing written; the AddonResizers, the removal patch and the objects
 // only the nanny needed), then the switch, by the printed output applied
-// with kubectl or by --apply, then --apply again, which must change
-// nothing.
+// with kubectl or by --apply (after --watch-only --apply, which writes the
+// AddonResizers with updateMode Off and leaves the Deployment, for
+// watchFirst), then --apply again, which must change nothing.
 func migrateShape(t *testing.T, cp *framework.ControlPlane, ns string, s shape) (*appsv1.Deployment, app.Migration) {
 	t.Helper()
 	ctx := context.Background()
@@ -180,6 +181,22 @@ func migrateShape(t *testing.T, cp *framework.ControlPlane, ns string, s shape) 
 		t.Logf("%s: %s", s.name, strings.TrimSpace(kubectl(t, cp, text, "apply", "--server-side", "-f", "-")))
 		t.Logf("%s: %s", s.name, strings.TrimSpace(kubectl(t, cp, "", "-n", ns, "patch", "deployment", s.deployment, "--type=json", "-p", m[3])))
 	} else {
+		if s.watchFirst {
+			deploymentVersion := untouched["Deployment "+s.deployment]
+			watching := migrateJSON(t, cp, "-n", ns, target, "--watch-only", "--apply")
+			if len(watching.Applied) != len(want) || len(watching.RemovalPatch) != 0 {
+				t.Errorf("%s: --watch-only --apply wrote %q, patch %v; want the AddonResizers alone", s.name, watching.Applied, watching.RemovalPatch)
+			}
+			if got := versions(t, cp, ns, s.deployment); got["Deployment "+s.deployment] != deploymentVersion {
+				t.Errorf("%s: --watch-only wrote the Deployment", s.name)
+			}
+			for _, n := range s.nannies {
+				ar, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, n.addonResizer, metav1.GetOptions{})
+				if err != nil || ar.Spec.UpdateMode != scaleplanev1alpha1.UpdateModeOff {
+					t.Fatalf("%s: AddonResizer %s after --watch-only: %v, %+v", s.name, n.addonResizer, err, ar)
+				}
+			}
+		}
 		applied := migrateJSON(t, cp, "-n", ns, target, "--apply")
 		if len(applied.Applied) != len(want)+1 {
 			t.Errorf("%s: --apply wrote %q; want the AddonResizers then the Deployment", s.name, applied.Applied)

@@ -55,6 +55,8 @@ type shape struct {
 	// pipes it to kubectl apply --server-side and runs the printed kubectl
 	// patch; otherwise migrate --apply writes.
 	printed bool
+	// watchFirst: --watch-only --apply before --apply (the guide's step 1).
+	watchFirst bool
 }
 
 var shapes = []shape{
@@ -73,7 +75,7 @@ var shapes = []shape{
 		leftovers: []string{"ConfigMap metrics-server-config", "ClusterRole system:metrics-server+"},
 	},
 	{
-		name: "kubernetes-addons-heapster", deployment: "heapster-v1.5.3",
+		name: "kubernetes-addons-heapster", deployment: "heapster-v1.5.3", watchFirst: true,
 		nannies: []nanny{
 			{"heapster-v1.5.3-heapster", "heapster", "80m", "0.5m", "140Mi", "4Mi", 16},
 			{"heapster-v1.5.3-eventer", "eventer", "100m", "0m", "190Mi", "500Ki", 16},
