@@ -51,6 +51,11 @@ images:
 release:
 	hack/release.sh $(VERSION)
 
+## verify-release: build the whole release twice from two clean clones of HEAD and compare every file (the version: the newest in CHANGELOG.md); make test runs its short form
+.PHONY: verify-release
+verify-release:
+	hack/verify-release-reproducible.sh $(VERSION)
+
 # The integration tests (test/integration/images) run the images of this
 # host's architecture only: cross-compiling the others costs about 2 more
 # minutes on a cold 2-core machine, and `make images` builds them.
@@ -74,12 +79,19 @@ test-integration: build
 	SCALEPLANE_IMAGE_PLATFORMS=$(HOST_IMAGE_PLATFORM) hack/build-images.sh
 	hack/test-integration.sh
 
-## test: everything CI runs: verify (generated code, CRDs, manifests, chart, linters), unit and integration tests (with this host's images)
+# test's hack/verify-release-reproducible.sh --short releases this host's
+# linux images and plugin archive and the chart twice, from two clean clones,
+# and compares every byte. Right after the image step, whose Go build cache
+# it shares, it mostly links: 34 s on a 2-core machine whose build cache was
+# empty before that step (which took 158 s). The whole double release, with
+# the arm64, darwin and windows cross-builds, is `make verify-release`.
+## test: everything CI runs: verify (generated code, CRDs, manifests, chart, linters), unit tests, the release's reproducibility for this host's platform, integration tests (with this host's images)
 .PHONY: test
 test: verify build
 	hack/install-tools.sh $(TEST_TOOLS)
 	hack/test-unit.sh
 	SCALEPLANE_IMAGE_PLATFORMS=$(HOST_IMAGE_PLATFORM) hack/build-images.sh
+	hack/verify-release-reproducible.sh --short
 	hack/test-integration.sh
 
 ## test-reliability: the full chaos test (about 15 minutes): three controller-manager replicas, the leader killed every 20-60 s, kube-apiserver restarted twice and etcd once
