@@ -49,7 +49,9 @@ REVISION="$(git -C "${SCALEPLANE_ROOT}" rev-parse HEAD 2>/dev/null || echo unkno
 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "${SCALEPLANE_ROOT}" log -1 --format=%ct HEAD 2>/dev/null || echo 0)}"
 # imagetool reads it for every file's time and the config's created.
 export SOURCE_DATE_EPOCH
-CREATED="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
+# GNU date, then BSD date (macOS).
+CREATED="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null ||
+  date -u -r "${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
 LDFLAGS="-s -w -X github.com/scaleplane/scaleplane/pkg/version.gitVersion=${TAG} -X github.com/scaleplane/scaleplane/pkg/version.gitCommit=${REVISION}"
 
 # build_binaries cross-compiles every binary for one platform, in one go

@@ -278,7 +278,8 @@ main() {
   check_changelog
   SOURCE_DATE_EPOCH="$(git log -1 --format=%ct HEAD)"
   export SOURCE_DATE_EPOCH
-  CREATED="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
+  CREATED="$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null ||
+    date -u -r "${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)"
   # The same flags as hack/build-images.sh's, so --version agrees everywhere.
   LDFLAGS="-s -w -X ${VERSION_PKG}.gitVersion=${VERSION} -X ${VERSION_PKG}.gitCommit=${COMMIT}"
   declare -g -A DIGESTS=()
