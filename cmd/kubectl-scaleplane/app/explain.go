@@ -193,7 +193,7 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 	if status.Federation == scaleplanev1alpha1.FederationKarmada {
 		// Sized per member cluster through the OverridePolicy; the
 		// template is not written, so it is not compared.
-		if e.Clusters, err = explainClusters(ctx, c, ns, ar, units); err != nil {
+		if e.Clusters, err = explainClusters(ctx, c, ns, ar, units, &e.Warnings); err != nil {
 			return Explanation{}, err
 		}
 		e.Next = karmadaNext(status, e.RecommendOnly)
@@ -356,37 +356,11 @@ func band(name corev1.ResourceName, estimate resource.Quantity, threshold int64)
 // targetContainer returns the AddonResizer's container in its target's pod
 // template, and the target's pod selector.
 func targetContainer(ctx context.Context, c *Clients, ns string, spec *scaleplanev1alpha1.AddonResizerSpec) (*corev1.Container, *metav1.LabelSelector, error) {
-	var tmpl *corev1.PodTemplateSpec
-	var selector *metav1.LabelSelector
-	name := spec.TargetRef.Name
-	switch spec.TargetRef.Kind {
-	case scaleplanev1alpha1.TargetKindDeployment:
-		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading its target: %w", err)
-		}
-		tmpl, selector = &d.Spec.Template, d.Spec.Selector
-	case scaleplanev1alpha1.TargetKindStatefulSet:
-		s, err := c.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading its target: %w", err)
-		}
-		tmpl, selector = &s.Spec.Template, s.Spec.Selector
-	case scaleplanev1alpha1.TargetKindDaemonSet:
-		d, err := c.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading its target: %w", err)
-		}
-		tmpl, selector = &d.Spec.Template, d.Spec.Selector
-	default:
-		return nil, nil, fmt.Errorf("target kind %q is not one the resizer sizes", spec.TargetRef.Kind)
+	tmpl, selector, i, err := targetTemplate(ctx, c, ns, spec)
+	if err != nil {
+		return nil, nil, err
 	}
-	for i := range tmpl.Spec.Containers {
-		if tmpl.Spec.Containers[i].Name == spec.ContainerName {
-			return &tmpl.Spec.Containers[i], selector, nil
-		}
-	}
-	return nil, nil, fmt.Errorf("%s/%s has no container %q", spec.TargetRef.Kind, name, spec.ContainerName)
+	return &tmpl.Spec.Containers[i], selector, nil
 }
 
 func orDefault[T ~string](v, def T) T {

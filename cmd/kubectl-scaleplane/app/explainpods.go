@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -285,12 +286,59 @@ func isNameChar(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '.'
 }
 
+// targetTemplate returns the AddonResizer's target's pod template, its pod
+// selector and the index of the AddonResizer's container in it.
+func targetTemplate(ctx context.Context, c *Clients, ns string, spec *scaleplanev1alpha1.AddonResizerSpec) (*corev1.PodTemplateSpec, *metav1.LabelSelector, int, error) {
+	var tmpl *corev1.PodTemplateSpec
+	var selector *metav1.LabelSelector
+	name := spec.TargetRef.Name
+	switch spec.TargetRef.Kind {
+	case scaleplanev1alpha1.TargetKindDeployment:
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("reading its target: %w", err)
+		}
+		tmpl, selector = &d.Spec.Template, d.Spec.Selector
+	case scaleplanev1alpha1.TargetKindStatefulSet:
+		s, err := c.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("reading its target: %w", err)
+		}
+		tmpl, selector = &s.Spec.Template, s.Spec.Selector
+	case scaleplanev1alpha1.TargetKindDaemonSet:
+		d, err := c.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("reading its target: %w", err)
+		}
+		tmpl, selector = &d.Spec.Template, d.Spec.Selector
+	default:
+		return nil, nil, 0, fmt.Errorf("target kind %q is not one the resizer sizes", spec.TargetRef.Kind)
+	}
+	for i := range tmpl.Spec.Containers {
+		if tmpl.Spec.Containers[i].Name == spec.ContainerName {
+			return tmpl, selector, i, nil
+		}
+	}
+	return nil, nil, 0, fmt.Errorf("%s/%s has no container %q", spec.TargetRef.Kind, name, spec.ContainerName)
+}
+
 // explainClusters lists, in Karmada mode, each member cluster of
 // status.clusters with the estimate for its count and what the
 // AddonResizer's OverridePolicy sets for it.
-func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alpha1.AddonResizer, estimatorUnits func(int64) int64) ([]ClusterExplanation, error) {
+//
+// The resizer's rules address the container by its index in the template;
+// a rule at another index (written before the containers moved, and not
+// rewritten since: a refused write) sets nothing of the container. When
+// the template cannot be read every index is taken, with a warning.
+func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alpha1.AddonResizer, estimatorUnits func(int64) int64, warnings *[]string) ([]ClusterExplanation, error) {
 	status := &ar.Status
 	policy := map[string]*corev1.ResourceRequirements{}
+	prefix := "/spec/template/spec/containers/"
+	if _, _, i, err := targetTemplate(ctx, c, ns, &ar.Spec); err != nil {
+		*warnings = append(*warnings, fmt.Sprintf("the OverridePolicy's values are read for any container: %v", err))
+	} else {
+		prefix += strconv.Itoa(i) + "/"
+	}
 	if status.OverridePolicy != "" {
 		op, err := c.Scaleplane.PolicyV1alpha1().OverridePolicies(ns).Get(ctx, status.OverridePolicy, metav1.GetOptions{})
 		switch {
@@ -302,7 +350,7 @@ func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev
 				if rule.TargetCluster == nil {
 					continue
 				}
-				r := overriddenResources(rule.Overriders.Plaintext)
+				r := overriddenResources(rule.Overriders.Plaintext, prefix)
 				for _, name := range rule.TargetCluster.ClusterNames {
 					policy[name] = r
 				}
@@ -360,16 +408,16 @@ func sameResourceList(a, b corev1.ResourceList) bool {
 }
 
 // overriddenResources reads the container resources a rule's plaintext
-// overriders set: "add" of .../resources/requests/NAME (a quantity) or of
+// overriders under prefix (the container's path) set: "add" of .../resources/requests/NAME (a quantity) or of
 // .../resources/requests (a map), and the same for limits, as the resizer
 // writes them (its overrideOps); also "replace", which sets them the same
 // way when someone else edits the rule.
-func overriddenResources(ops []policyv1alpha1.PlaintextOverrider) *corev1.ResourceRequirements {
+func overriddenResources(ops []policyv1alpha1.PlaintextOverrider, prefix string) *corev1.ResourceRequirements {
 	var out corev1.ResourceRequirements
 	found := false
 	for _, op := range ops {
 		i := strings.Index(op.Path, "/resources/")
-		if i < 0 || op.Operator != policyv1alpha1.OverriderOpAdd && op.Operator != policyv1alpha1.OverriderOpReplace {
+		if i < 0 || !strings.HasPrefix(op.Path, prefix) || op.Operator != policyv1alpha1.OverriderOpAdd && op.Operator != policyv1alpha1.OverriderOpReplace {
 			continue
 		}
 		field, name, _ := strings.Cut(op.Path[i+len("/resources/"):], "/")

@@ -152,9 +152,56 @@ func TestExplainAddonResizerMemberClusters(t *testing.T) {
 			}}},
 		}},
 	}
-	kube := []runtime.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api"}}}
+	kube := []runtime.Object{apiWithContainers("api")}
 	golden(t, "explain-karmada.txt", run(t, now, kube, []runtime.Object{ar, policy}, "explain", "addonresizer", "api-a"))
 	golden(t, "explain-karmada.json", run(t, now, kube, []runtime.Object{ar, policy}, "explain", "addonresizer", "api-a", "-o", "json"))
+}
+
+// apiWithContainers is Deployment default/api with the containers named.
+func apiWithContainers(containers ...string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api"}}
+	for _, c := range containers {
+		d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: c})
+	}
+	return d
+}
+
+// The rules address the container by its index: one written before a
+// container was added in front of it (a refused write kept it) sets another
+// container's resources, not the AddonResizer's (the Karmada rendering
+// oracle found explain saying the member ran the size held).
+func TestExplainMemberClusterRuleAtAnotherIndex(t *testing.T) {
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	held := resources("48m", "72Mi", "")
+	ar := resizer("api-a", "api", scaleplanev1alpha1.AddonResizerStatus{
+		Federation: scaleplanev1alpha1.FederationKarmada, MemberClusters: ptr.To[int32](1), SizedClusters: ptr.To[int32](1),
+		OverridePolicy: "api-a-resizer",
+		Clusters:       []scaleplanev1alpha1.MemberClusterStatus{{Name: "member1", Nodes: ptr.To[int32](10), Resources: &held, State: scaleplanev1alpha1.MemberSized}},
+	})
+	ar.Spec.Federation = scaleplanev1alpha1.FederationKarmada
+	policy := &policyv1alpha1.OverridePolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api-a-resizer"},
+		Spec: policyv1alpha1.OverrideSpec{OverrideRules: []policyv1alpha1.RuleWithCluster{
+			{TargetCluster: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"member1"}}, Overriders: policyv1alpha1.Overriders{Plaintext: []policyv1alpha1.PlaintextOverrider{
+				{Path: "/spec/template/spec/containers/0/resources/requests/cpu", Operator: policyv1alpha1.OverriderOpAdd, Value: runtime.RawExtension{Raw: []byte(`"48m"`)}},
+				{Path: "/spec/template/spec/containers/0/resources/requests/memory", Operator: policyv1alpha1.OverriderOpAdd, Value: runtime.RawExtension{Raw: []byte(`"72Mi"`)}},
+			}}},
+		}},
+	}
+	explain := func(containers ...string) ClusterExplanation {
+		var e Explanation
+		out := run(t, now, []runtime.Object{apiWithContainers(containers...)}, []runtime.Object{ar, policy}, "explain", "addonresizer", "api-a", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &e); err != nil || len(e.Clusters) != 1 {
+			t.Fatalf("explain -o json: %v\n%s", err, out)
+		}
+		return e.Clusters[0]
+	}
+	if m := explain("api", "sidecar"); m.PolicyDiffers || !sameRequirements(m.OverridePolicy, &held) {
+		t.Errorf("container api at index 0: OverridePolicy %s, differs %v; want %s", describeResources(m.OverridePolicy), m.PolicyDiffers, describeResources(&held))
+	}
+	if m := explain("sidecar", "api"); !m.PolicyDiffers || m.OverridePolicy != nil {
+		t.Errorf("container api moved to index 1: OverridePolicy %s, differs %v; want none (the rule sets the sidecar's), differing", describeResources(m.OverridePolicy), m.PolicyDiffers)
+	}
 }
 
 func TestNamesPod(t *testing.T) {

@@ -336,6 +336,8 @@ func (c *Controller) containerGone(ctx context.Context, ar *scaleplanev1alpha1.A
 	}
 	status.OverridePolicy = ""
 	if err := c.deleteOverridePolicy(ctx, ar, fmt.Sprintf("container %q is not in the template", s.container)); err != nil {
+		// It stays: status names it while it exists (explain reads it).
+		status.OverridePolicy = overridePolicyName(ar)
 		return result{outcome: outcomeError, err: err}
 	}
 	return result{outcome: outcomeError}

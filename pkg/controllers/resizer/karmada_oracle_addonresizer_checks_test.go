@@ -87,26 +87,7 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 	// Conflicts: another policy whose absence changes what this resizer
 	// manages on some member. It must be reported; a policy reported must at
 	// least touch a managed path.
-	excl := copySet(broken)
-	conflicts := map[string]bool{}
-	for _, p := range v.policies {
-		if p.Name == own && v.owner[own] == a.name || broken[p.Name] {
-			continue
-		}
-		for _, m := range o.placement {
-			if v.clusters[m] == nil {
-				continue
-			}
-			full, err1 := v.render(m, excl)
-			without, err2 := v.render(m, with(excl, p.Name))
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			if !managedEqual(mainContainer(full), mainContainer(without), s.managed()) {
-				conflicts[p.Name] = true
-			}
-		}
-	}
+	conflicts := o.conflicts(v, a, broken)
 	exclusive := meta.FindStatusCondition(st.Conditions, scaleplanev1alpha1.ConditionOverrideExclusive)
 	for _, p := range v.policies {
 		if p.Name == own && v.owner[own] == a.name {
@@ -297,6 +278,32 @@ func (o *oracleRun) checkAR(v *worldView, a *oAR) {
 			}
 		}
 	}
+}
+
+// conflicts are the policies, other than a's own and the broken ones, whose
+// absence changes what a manages on some member.
+func (o *oracleRun) conflicts(v *worldView, a *oAR, broken map[string]bool) map[string]bool {
+	own, managed := policyNameFor(a.name), a.settings().managed()
+	conflicts := map[string]bool{}
+	for _, p := range v.policies {
+		if p.Name == own && v.owner[own] == a.name || broken[p.Name] {
+			continue
+		}
+		for _, m := range o.placement {
+			if v.clusters[m] == nil {
+				continue
+			}
+			full, err1 := v.render(m, broken)
+			without, err2 := v.render(m, with(broken, p.Name))
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			if !managedEqual(mainContainer(full), mainContainer(without), managed) {
+				conflicts[p.Name] = true
+			}
+		}
+	}
+	return conflicts
 }
 
 func stateOf(sm *scaleplanev1alpha1.MemberClusterStatus) string {

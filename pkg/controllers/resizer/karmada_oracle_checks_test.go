@@ -177,6 +177,7 @@ func mainContainer(d *appsv1.Deployment) *corev1.Container {
 
 func (o *oracleRun) check() {
 	v := o.view()
+	o.lastView = v
 	if o.step == *oracleDump {
 		o.dump(v)
 	}

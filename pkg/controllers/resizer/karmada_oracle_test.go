@@ -28,7 +28,8 @@ package resizer
 // honoured in fake time, a status write enqueues its AddonResizer again (its
 // informer's event) and a policy write enqueues every AddonResizer of the
 // namespace (onOverridePolicy). After every step each member's workload is
-// rendered as Karmada renders it (render_test.go) and checked; see check().
+// rendered as Karmada renders it (render_test.go) and checked; see check(),
+// and checkReadouts() for the `kubectl get` columns and `explain`.
 //
 // Without flags TestKarmadaOracle runs oracleSeeds. As a soak:
 //
@@ -43,7 +44,8 @@ package resizer
 // reactor and its faults), karmada_oracle_queue_test.go (the simulated
 // queue), karmada_oracle_checks_test.go (the checks of the whole world),
 // karmada_oracle_addonresizer_checks_test.go (the invariants of one
-// AddonResizer) and karmada_oracle_compare_test.go (the helpers).
+// AddonResizer), karmada_oracle_explain_test.go (the columns and explain)
+// and karmada_oracle_compare_test.go (the helpers).
 
 import (
 	"flag"
@@ -204,7 +206,8 @@ type oracleRun struct {
 	templateRev   int
 	events        []string
 
-	recent     []string // the last syncs, for a quiescence report
+	lastView   *worldView // check's, with its renderings, for checkReadouts
+	recent     []string   // the last syncs, for a quiescence report
 	step       int
 	log        []string
 	violations []violation
@@ -246,6 +249,7 @@ func runOracle(t *testing.T, seed uint64, steps int) *oracleRun {
 		o.settle(o.now.Add(dt))
 		o.check()
 		o.atRest()
+		o.checkReadouts()
 		o.collectGarbage()
 		// An armed transient fault that no write met is dropped, so that
 		// each step's faults are its own.

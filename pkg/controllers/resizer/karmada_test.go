@@ -338,3 +338,41 @@ func TestZeroNodesRereadDiscoveryBeforeSizingToTheBase(t *testing.T) {
 		t.Errorf("template writes %d, policy %v: want the member sized through the OverridePolicy", k.templateWrites(), k.policy())
 	}
 }
+
+// A refused delete leaves the OverridePolicy: status names it while it
+// exists (explain's summary reads status.overridePolicy), both when the
+// container leaves the template and when no member holds a size.
+func TestKarmadaRefusedPolicyDeleteKeepsItsNameInStatus(t *testing.T) {
+	k := newKarmadaHarness(t)
+	_, err := k.client.ScaleplaneV1alpha1().AddonResizers(ns).Create(k.ctx, addonResizer("ar"), metav1.CreateOptions{})
+	k.check(err)
+	k.refresh()
+	k.setClusters(member("a", 3, 3, metav1.ConditionTrue))
+	k.setPlacement("a")
+	k.sync(t0)
+	if k.policy() == nil || k.get("ar").Status.OverridePolicy != "ar-resizer" {
+		t.Fatalf("no OverridePolicy written: %+v", k.get("ar").Status)
+	}
+	k.client.PrependReactor("delete", "overridepolicies", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(policyv1alpha1.Resource("overridepolicies"), "ar-resizer", errors.New("RBAC"))
+	})
+	d, err := k.kube.AppsV1().Deployments(ns).Get(k.ctx, addonName, metav1.GetOptions{})
+	k.check(err)
+	d.Spec.Template.Spec.Containers[0].Name = "other"
+	_, err = k.kube.AppsV1().Deployments(ns).Update(k.ctx, d, metav1.UpdateOptions{})
+	k.check(err)
+	k.refresh()
+	_, _ = k.trySyncAt(t0.Add(time.Minute), "ar")
+	if k.policy() == nil {
+		t.Fatal("the refused delete went through")
+	}
+	if got := k.get("ar").Status.OverridePolicy; got != "ar-resizer" {
+		t.Errorf("container gone, delete refused: status.overridePolicy %q while ar-resizer exists", got)
+	}
+	k.setPlacement()
+	k.refresh()
+	_, _ = k.trySyncAt(t0.Add(2*time.Minute), "ar")
+	if got := k.get("ar").Status.OverridePolicy; got != "ar-resizer" {
+		t.Errorf("no member, delete refused: status.overridePolicy %q while ar-resizer exists", got)
+	}
+}

@@ -111,6 +111,7 @@ func (c *Controller) writePolicyOnce(ctx context.Context, ar *scaleplanev1alpha1
 	case desired == nil:
 		status.OverridePolicy = ""
 		if err := c.deleteOverridePolicy(ctx, ar, "no member cluster holds a size of its own"); err != nil {
+			status.OverridePolicy = name // it stays, and status names it while it exists
 			return policyOutcome{applied: stored}, err
 		}
 		return policyOutcome{}, nil
