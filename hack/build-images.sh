@@ -56,7 +56,9 @@ LDFLAGS="-s -w -X github.com/scaleplane/scaleplane/pkg/version.gitVersion=${TAG}
 
 # build_binaries cross-compiles every binary for one platform, in one go
 # build so that the packages they share are compiled once. Static (no cgo):
-# the image has no C library and no loader.
+# the image has no C library and no loader. -buildvcs=false whatever GOFLAGS
+# says: the commit is stamped by -X, and the VCS data go build would record
+# (vcs.modified among it) depend on the checkout, not only on the commit.
 build_binaries() {
   local platform="$1" entry name pkg pkgs=()
   local os="${platform%/*}" arch="${platform#*/}"
@@ -67,7 +69,7 @@ build_binaries() {
   done
   mkdir -p "${dir}/build"
   CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" GOWORK=off \
-    go build -trimpath -ldflags "${LDFLAGS}" -o "${dir}/build/" "${pkgs[@]}"
+    go build -trimpath -buildvcs=false -ldflags "${LDFLAGS}" -o "${dir}/build/" "${pkgs[@]}"
   # go build names each binary after its package directory.
   for entry in "${BINARIES[@]}"; do
     IFS='|' read -r name pkg <<<"${entry}"

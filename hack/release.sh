@@ -130,7 +130,7 @@ build_plugin() {
     dir="${WORK}/plugin/${os}_${arch}"
     mkdir -p "${dir}"
     CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" GOWORK=off \
-      go build -trimpath -ldflags "${LDFLAGS}" -o "${dir}/kubectl-scaleplane${exe}" ./cmd/kubectl-scaleplane
+      go build -trimpath -buildvcs=false -ldflags "${LDFLAGS}" -o "${dir}/kubectl-scaleplane${exe}" ./cmd/kubectl-scaleplane
     if [[ "${platform}" == "$(go env GOOS)/$(go env GOARCH)" ]]; then
       check_version_output "${dir}/kubectl-scaleplane"
     fi
