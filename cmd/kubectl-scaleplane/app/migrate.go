@@ -33,16 +33,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-
-	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 )
 
 // migrateFieldManager is the field manager of migrate's writes.
 const migrateFieldManager = "kubectl-scaleplane-migrate"
-
-// updateModeOff is the recommend-only mode, named by its string while the
-// API adds its constant.
-const updateModeOff = scaleplanev1alpha1.UpdateMode("Off")
 
 // Migration is what `migrate addon-resizer` prints (-o json and -o yaml).
 type Migration struct {

@@ -80,7 +80,7 @@ func planMigration(ctx context.Context, src *migrateSource, watchOnly, mapDelays
 		}
 		spec := n.spec
 		if watchOnly {
-			spec.UpdateMode = updateModeOff
+			spec.UpdateMode = scaleplanev1alpha1.UpdateModeOff
 		}
 		ar := &scaleplanev1alpha1.AddonResizer{
 			TypeMeta:   metav1.TypeMeta{APIVersion: scaleplanev1alpha1.SchemeGroupVersion.String(), Kind: "AddonResizer"},
