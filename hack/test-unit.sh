@@ -2,8 +2,8 @@
 # Runs scaleplane's unit tests: every package under cmd/ and pkg/, the
 # benchmarks' helpers under test/bench/internal, the checks of the Karmada
 # guides (test/guides) and of the Go files' style (test/style: no
-# non-generated Go file over 550 lines), and promtool's tests of the
-# chart's alerting rules. They use
+# non-generated Go file over 550 lines), imagetool's (hack/tools/images),
+# and promtool's tests of the chart's alerting rules. They use
 # fake clientsets and fake clocks only; the integration tests against a real
 # apiserver are in test/integration and run by hack/test-integration.sh.
 #
@@ -39,6 +39,13 @@ fi
 
 scaleplane::log "unit tests: ${#packages[@]} packages ${race[*]}"
 go test "${race[@]}" -timeout=10m "$@" "${packages[@]}"
+
+# imagetool (hack/tools/images, a module of its own, so neither the go test
+# above nor `make verify`'s go vet reaches it): its vet and unit tests, the
+# release's archives among them. CGO_ENABLED=0 as hack/install-tools.sh
+# builds it, so the packages compiled here are the ones it reuses.
+scaleplane::log "imagetool: go vet and unit tests (hack/tools/images)"
+(cd hack/tools/images && CGO_ENABLED=0 GOWORK=off go vet ./... && CGO_ENABLED=0 GOWORK=off go test -timeout=5m ./...)
 
 # The chart's alerting rules: promtool checks them and runs their unit tests
 # (every alert fires in one case and stays quiet in another). promtool is
