@@ -355,8 +355,8 @@ func nannyResources(c *corev1.Container, v map[string]string, volumes []corev1.V
 	configMap func(string) (*corev1.ConfigMap, error), n *nanny, r *refusals) []scaleplanev1alpha1.ResourceScaling {
 	// The flags, defaulted as SetDefaults_NannyConfiguration does
 	// (nannyconfig/v1alpha1/defaults.go:28-41).
-	baseCPU, cpuPer := orValue(v["cpu"], noValue), orValue(v["extra-cpu"], "0")
-	baseMem, memPer := orValue(v["memory"], noValue), orValue(v["extra-memory"], "0")
+	baseCPU, cpuPer := orDefault(v["cpu"], noValue), orDefault(v["extra-cpu"], "0")
+	baseMem, memPer := orDefault(v["memory"], noValue), orDefault(v["extra-memory"], "0")
 	if dir, ok := v["config-dir"]; ok && dir != noValue {
 		file, cm, err := nannyConfigFile(c, dir, volumes, configMap)
 		switch {
@@ -412,13 +412,6 @@ func nannyResources(c *corev1.Container, v map[string]string, volumes []corev1.V
 		r.add("--cpu/--memory", "no base is set (neither flag nor configuration file): the nanny sizes nothing")
 	}
 	return out
-}
-
-func orValue(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // fileOr is the file's value unless it is empty (defaulted to unset) or
