@@ -258,9 +258,7 @@ func (c *Controller) sizeMembers(ctx context.Context, ar *scaleplanev1alpha1.Add
 	c.foreignCondition(ar, w, s, index, status, now)
 	boundedCondition(status, s, hits, ar.Generation, now)
 
-	desired := desiredOverridePolicy(ar, w, index, members)
-	out, err := c.writeOverridePolicy(ctx, ar, desired, status)
-	status.Clusters, status.SizedClusters = settleMembers(members, prev, desired, out.applied, index)
+	out, err := c.holdMembers(ctx, ar, w, index, members, prev, status)
 	if out.problem != nil {
 		// Forbidden, invalid, failed or someone else's name: retried with
 		// backoff, or looked at again in a while (no event says when it is
@@ -311,12 +309,22 @@ func (c *Controller) holdPolicy(ctx context.Context, ar *scaleplanev1alpha1.Addo
 		members = append(members, held)
 	}
 	c.foreignCondition(ar, w, s, index, status, now)
-	desired := desiredOverridePolicy(ar, w, index, members)
-	out, err := c.writeOverridePolicy(ctx, ar, desired, status)
-	if len(members) > 0 {
-		status.Clusters, status.SizedClusters = settleMembers(members, prev, desired, out.applied, index)
+	sized := status.SizedClusters
+	_, err := c.holdMembers(ctx, ar, w, index, members, prev, status)
+	if len(members) == 0 {
+		status.SizedClusters = sized
 	}
 	return result{outcome: outcomeError, err: err}
+}
+
+// holdMembers writes the OverridePolicy that holds members at the sizes
+// their status holds, and records in status what they render afterwards
+// (settleMembers): status.clusters and sizedClusters.
+func (c *Controller) holdMembers(ctx context.Context, ar *scaleplanev1alpha1.AddonResizer, w *workload, index int, members []scaleplanev1alpha1.MemberClusterStatus, prev map[string]*scaleplanev1alpha1.MemberClusterStatus, status *scaleplanev1alpha1.AddonResizerStatus) (policyOutcome, error) {
+	desired := desiredOverridePolicy(ar, w, index, members)
+	out, err := c.writeOverridePolicy(ctx, ar, desired, status)
+	status.Clusters, status.SizedClusters = settleMembers(members, prev, desired, out.applied, index)
+	return out, err
 }
 
 // containerGone removes the OverridePolicy of an AddonResizer whose

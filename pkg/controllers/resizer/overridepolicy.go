@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -275,16 +274,20 @@ func overriddenPaths(tmpl corev1.ResourceRequirements, i int, s settings) []stri
 	return out
 }
 
-// ruleFor returns the plaintext overriders p's rules set for the member
-// cluster, in order; nil when p is nil or has no rule for it.
-func ruleFor(p *policyv1alpha1.OverridePolicy, cluster string) []policyv1alpha1.PlaintextOverrider {
+// rulesByCluster returns the plaintext overriders p's rules set for each
+// member cluster, in order; empty when p is nil. One pass over the rules,
+// not one per member: a policy has a rule per member.
+func rulesByCluster(p *policyv1alpha1.OverridePolicy) map[string][]policyv1alpha1.PlaintextOverrider {
+	out := map[string][]policyv1alpha1.PlaintextOverrider{}
 	if p == nil {
-		return nil
+		return out
 	}
-	var out []policyv1alpha1.PlaintextOverrider
 	for _, r := range p.Spec.OverrideRules {
-		if r.TargetCluster != nil && slices.Contains(r.TargetCluster.ClusterNames, cluster) {
-			out = append(out, r.Overriders.Plaintext...)
+		if r.TargetCluster == nil {
+			continue
+		}
+		for _, name := range r.TargetCluster.ClusterNames {
+			out[name] = append(out[name], r.Overriders.Plaintext...)
 		}
 	}
 	return out

@@ -172,10 +172,11 @@ func policyFailed(ar *scaleplanev1alpha1.AddonResizer, stored *policyv1alpha1.Ov
 // pending change stay as they were, and its message says what was decided.
 func settleMembers(members []scaleplanev1alpha1.MemberClusterStatus, prev map[string]*scaleplanev1alpha1.MemberClusterStatus, desired, applied *policyv1alpha1.OverridePolicy, index int) ([]scaleplanev1alpha1.MemberClusterStatus, *int32) {
 	var sized int32
+	wanted, stored := rulesByCluster(desired), rulesByCluster(applied)
 	for i := range members {
 		m := &members[i]
-		rule := ruleFor(applied, m.Name)
-		if sameRule(ruleFor(desired, m.Name), rule) {
+		rule := stored[m.Name]
+		if sameRule(wanted[m.Name], rule) {
 			if m.State == scaleplanev1alpha1.MemberSized {
 				sized++
 			}
