@@ -61,8 +61,8 @@ func stripForCache(obj any) (any, error) {
 // newestEntries keeps, without field sets, the newest managedFields entry of
 // the object itself, the newest of its status subresource and the newest
 // status entry of the cron-scaler's own field manager: all that
-// lastSpecChange, newestStatusWrite and ownStatusWrite read. Entries of other
-// subresources are dropped (a CronFederatedHPA has none but status).
+// cronplan.LastSpecChange, newestStatusWrite and cronplan.OwnStatusWrite
+// read. Entries of other subresources are dropped (a CronFederatedHPA has none but status).
 func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	var object, status, own *metav1.ManagedFieldsEntry
 	for i := range entries {

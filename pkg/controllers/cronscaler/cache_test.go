@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 // The cache keeps what planning and the guard read, and drops the rest.
@@ -60,8 +61,8 @@ func TestStripForCache(t *testing.T) {
 	if e := got.ManagedFields[1]; e.FieldsV1 != nil || e.Manager != FieldManager || !e.Time.Equal(&later) || e.Subresource != "status" {
 		t.Errorf("status entry %+v; want the newest one, field set dropped", e)
 	}
-	if at := lastSpecChange(got, metav1Time("2024-05-02 00:00:00").Time); !at.Equal(metav1Time("2024-05-01 07:00:00").Time) {
-		t.Errorf("lastSpecChange of the cached object = %v; want 07:00, as on the whole object", at)
+	if at := cronplan.LastSpecChange(got, metav1Time("2024-05-02 00:00:00").Time); !at.Equal(metav1Time("2024-05-01 07:00:00").Time) {
+		t.Errorf("cronplan.LastSpecChange of the cached object = %v; want 07:00, as on the whole object", at)
 	}
 	if m, _ := newestStatusWrite(got); m != FieldManager {
 		t.Errorf("newestStatusWrite of the cached object = %q; want %q, as on the whole object", m, FieldManager)
@@ -73,7 +74,7 @@ func TestStripForCache(t *testing.T) {
 		t.Errorf("spec lost: %+v", got.Spec)
 	}
 	// Another cron controller wrote status last: the cron-scaler's own
-	// status entry is kept too, for ownStatusWrite.
+	// status entry is kept too, for cronplan.OwnStatusWrite.
 	foreign := cron("c", rule("r", "0 8 * * *", 10))
 	newest := metav1Time("2024-05-01 08:00:00")
 	foreign.ManagedFields = []metav1.ManagedFieldsEntry{
@@ -85,8 +86,8 @@ func TestStripForCache(t *testing.T) {
 	if m, _ := newestStatusWrite(got); m != "karmada-controller-manager" {
 		t.Errorf("newestStatusWrite of the cached object = %q; want karmada-controller-manager", m)
 	}
-	if at := ownStatusWrite(got); !at.Equal(later.Time) {
-		t.Errorf("ownStatusWrite of the cached object = %v; want 07:30, the cron-scaler's own entry", at)
+	if at := cronplan.OwnStatusWrite(got); !at.Equal(later.Time) {
+		t.Errorf("cronplan.OwnStatusWrite of the cached object = %v; want 07:30, the cron-scaler's own entry", at)
 	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "default/c"}
 	if out, err := stripForCache(tombstone); err != nil || out != tombstone {

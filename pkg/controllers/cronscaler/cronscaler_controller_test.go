@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 // The proposal's example: schedule "3 * * * *"; seen first at 09:01 the rule
@@ -60,7 +61,7 @@ func TestNextExecutionTimeProposal(t *testing.T) {
 		if got := timeOf(hist.NextExecutionTime); !got.Equal(utc("2024-05-01 10:03:00")) {
 			t.Errorf("after firing: next = %v; want 10:03", got)
 		}
-		if got := lastHandled(&hist); !got.Equal(utc("2024-05-01 09:03:00")) {
+		if got := cronplan.LastHandled(&hist); !got.Equal(utc("2024-05-01 09:03:00")) {
 			t.Errorf("lastScheduleTime = %v; want 09:03", got)
 		}
 		if d != time.Hour-100*time.Millisecond+requeueSlack {
@@ -138,10 +139,10 @@ func TestRuleLifecycle(t *testing.T) {
 		h.update("c", func(c *autoscalingv1alpha1.CronFederatedHPA) { c.Spec.Rules[0].Name = "morning" })
 		h.syncAt(utc("2024-05-01 08:31:00"), "c")
 		st := h.get("c").Status
-		if _, ok := findHistory(&st, "up"); ok {
+		if _, ok := cronplan.FindHistory(&st, "up"); ok {
 			t.Errorf("history of the renamed rule is kept: %+v", st)
 		}
-		if hist, _ := findHistory(&st, "morning"); len(hist.SuccessfulExecutions) != 0 || !lastHandled(&hist).IsZero() {
+		if hist, _ := cronplan.FindHistory(&st, "morning"); len(hist.SuccessfulExecutions) != 0 || !cronplan.LastHandled(&hist).IsZero() {
 			t.Errorf("renamed rule inherited history: %+v", hist)
 		}
 

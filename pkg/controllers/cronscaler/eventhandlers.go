@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 func (c *Controller) onAdd(ctx context.Context, obj any) {
@@ -77,7 +78,7 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 
 // changeMade is when a change the watch delivered at now was made: the
 // newest time of a write other than a status write in the object's
-// managedFields (see lastSpecChange), now without them. An edit made just
+// managedFields (see cronplan.LastSpecChange), now without them. An edit made just
 // before a slot and delivered just after it is thus planned from before the
 // slot, whose first slot of the new plan runs (issue 26, case 3). The
 // apiserver keeps seconds: an edit in the slot's own second reads as the
@@ -90,7 +91,7 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 // process's are apart; planning from it could replay a slot skipped before
 // the change (a rule resumed, say). Such a change is planned from now.
 func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	if at := lastSpecChange(obj, now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
+	if at := cronplan.LastSpecChange(obj, now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
 		return at
 	}
 	return now

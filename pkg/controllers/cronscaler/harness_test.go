@@ -34,6 +34,7 @@ import (
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	lwsv1 "github.com/scaleplane/scaleplane/pkg/apis/leaderworkerset/v1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
 	"github.com/scaleplane/scaleplane/pkg/internal/testkit"
@@ -242,7 +243,7 @@ func (h *harness) get(name string) *autoscalingv1alpha1.CronFederatedHPA {
 func (h *harness) history(name, rule string) autoscalingv1alpha1.ExecutionHistory {
 	h.t.Helper()
 	obj := h.get(name)
-	hist, ok := findHistory(&obj.Status, rule)
+	hist, ok := cronplan.FindHistory(&obj.Status, rule)
 	if !ok {
 		h.t.Fatalf("no history for rule %q in %v", rule, obj.Status.ExecutionHistories)
 	}

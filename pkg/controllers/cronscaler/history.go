@@ -79,7 +79,7 @@ func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA
 func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, count int, first, now time.Time) {
 	var msg string
 	switch {
-	case count >= maxCountedMisses:
+	case count >= cronplan.MaxCountedMisses:
 		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
 	case count > 1:
 		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
@@ -148,16 +148,4 @@ func prepend[T any](list []T, e T, limit int) []T {
 		out = append(out, x)
 	}
 	return out
-}
-
-// findHistory returns the history of the named rule in status
-// (cronplan.FindHistory).
-func findHistory(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) (autoscalingv1alpha1.ExecutionHistory, bool) {
-	return cronplan.FindHistory(status, rule)
-}
-
-// lastHandled is the latest scheduled time the history says was handled
-// (cronplan.LastHandled).
-func lastHandled(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
-	return cronplan.LastHandled(h)
 }

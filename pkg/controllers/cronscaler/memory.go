@@ -24,6 +24,7 @@ import (
 	"time"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -391,7 +392,7 @@ func (m *memory) pendingStatus(key cache.ObjectName, obj *autoscalingv1alpha1.Cr
 		name := obj.Spec.Rules[i].Name
 		if i := slices.IndexFunc(o.pending, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == name }); i >= 0 {
 			status.ExecutionHistories = append(status.ExecutionHistories, *o.pending[i].DeepCopy())
-		} else if h, found := findHistory(&obj.Status, name); found {
+		} else if h, found := cronplan.FindHistory(&obj.Status, name); found {
 			status.ExecutionHistories = append(status.ExecutionHistories, h)
 		}
 	}

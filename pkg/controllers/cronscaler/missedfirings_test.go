@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 func TestMissedFirings(t *testing.T) {
@@ -66,7 +68,7 @@ func TestMissedFirings(t *testing.T) {
 				t.Errorf("a firing beyond maxDelaySeconds ran")
 			}
 			if len(hist.FailedExecutions) != 1 || !strings.Contains(hist.FailedExecutions[0].Message, "missed") ||
-				!lastHandled(&hist).Equal(utc("2024-05-01 08:00:00")) {
+				!cronplan.LastHandled(&hist).Equal(utc("2024-05-01 08:00:00")) {
 				t.Errorf("history = %+v", hist)
 			}
 			h.expectEvent("Warning MissedSchedule")
@@ -115,7 +117,7 @@ func TestCoalescedMisses(t *testing.T) {
 		}
 		up := h.history("c", "up")
 		if len(up.FailedExecutions) != 1 || !strings.Contains(up.FailedExecutions[0].Message, `rule "down"`) ||
-			!lastHandled(&up).Equal(utc("2024-05-01 08:30:00")) {
+			!cronplan.LastHandled(&up).Equal(utc("2024-05-01 08:30:00")) {
 			t.Errorf("superseded rule history = %+v", up)
 		}
 		if down := h.history("c", "down"); len(down.SuccessfulExecutions) != 1 {
@@ -176,7 +178,7 @@ func TestNoDoubleFiring(t *testing.T) {
 				t.Errorf("retry after a status conflict re-applied the firing: replicas %d", got)
 			}
 			hist := h.history("c", "r")
-			if len(hist.SuccessfulExecutions) != 1 || !lastHandled(&hist).Equal(utc("2024-05-01 08:00:00")) {
+			if len(hist.SuccessfulExecutions) != 1 || !cronplan.LastHandled(&hist).Equal(utc("2024-05-01 08:00:00")) {
 				t.Errorf("retry did not record the firing: %+v", hist)
 			}
 		})

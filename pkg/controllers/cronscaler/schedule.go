@@ -26,10 +26,6 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/cronschedule"
 )
 
-// maxCountedMisses bounds the walk over missed scheduled times, so a rule
-// that fires every minute and was down for a month costs little.
-const maxCountedMisses = cronplan.MaxCountedMisses
-
 // scheduleCache keeps parsed schedules by expression and time zone: parsing
 // is cheap but not free, and thousands of objects share a few schedules.
 type scheduleCache struct {

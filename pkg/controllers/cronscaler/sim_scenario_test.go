@@ -484,7 +484,7 @@ func (sc *scenario) secondControllerWrite() {
 }
 
 // lastScheduleOf is the newest scheduled time a history records (the
-// oracle's own reading of the status fields, not lastHandled).
+// oracle's own reading of the status fields, not cronplan.LastHandled).
 func lastScheduleOf(h *autoscalingv1alpha1.ExecutionHistory) time.Time {
 	var last time.Time
 	for _, e := range h.SuccessfulExecutions {

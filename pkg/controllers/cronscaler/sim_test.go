@@ -96,7 +96,7 @@ var (
 // followed by another cron controller's status write that keeps the old
 // plan: they fail when that write is taken as the cron-scaler's plan for the
 // changed object (a retarget's old slot applied to the new target; a
-// widened schedule's slot since the edit lost; see ownStatusWrite).
+// widened schedule's slot since the edit lost; see cronplan.OwnStatusWrite).
 // Seeds 34784 (a LeaderWorkerSet) and 42911 (an HPA) play a slot retried
 // after an outage while a GitOps tool or kubectl edit that owns the rule's
 // field from before the slot changed another field of the target during

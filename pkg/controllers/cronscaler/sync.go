@@ -235,15 +235,3 @@ func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autos
 	}
 	return plans
 }
-
-// ownStatusWrite is the time of the cron-scaler's newest status write
-// (cronplan.OwnStatusWrite).
-func ownStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) time.Time {
-	return cronplan.OwnStatusWrite(obj)
-}
-
-// lastSpecChange is the last change of the object's spec or metadata
-// (cronplan.LastSpecChange).
-func lastSpecChange(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	return cronplan.LastSpecChange(obj, now)
-}
