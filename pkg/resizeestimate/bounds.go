@@ -101,11 +101,20 @@ func roundDown(name corev1.ResourceName, q resource.Quantity) resource.Quantity 
 // messages: "cpu estimate 2500m capped at maxAllowed 2"; empty when none
 // does.
 func (b Bounded) Describe(name string) string {
+	if how := b.How(); how != "" {
+		return fmt.Sprintf("%s estimate %s %s", name, b.Estimate.String(), how)
+	}
+	return ""
+}
+
+// How says what the bound that holds the estimate did: "capped at
+// maxAllowed 2", "raised to minAllowed 300m"; empty when none does.
+func (b Bounded) How() string {
 	switch b.Bound {
 	case MinAllowed:
-		return fmt.Sprintf("%s estimate %s raised to minAllowed %s", name, b.Estimate.String(), b.Limit.String())
+		return "raised to minAllowed " + b.Limit.String()
 	case MaxAllowed:
-		return fmt.Sprintf("%s estimate %s capped at maxAllowed %s", name, b.Estimate.String(), b.Limit.String())
+		return "capped at maxAllowed " + b.Limit.String()
 	}
 	return ""
 }

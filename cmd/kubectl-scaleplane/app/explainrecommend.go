@@ -34,15 +34,9 @@ const offBanner = "Recommend only (updateMode Off): the sizes below are shown, i
 // 2". The bounds are the controller's own (resizeestimate.Estimate).
 func explainBounds(x *ResourceExplanation, r scaleplanev1alpha1.ResourceScaling, b resizeestimate.Bounded) {
 	x.MinAllowed, x.MaxAllowed = quantityOrEmpty(r.MinAllowed), quantityOrEmpty(r.MaxAllowed)
-	switch b.Bound {
-	case resizeestimate.MinAllowed:
-		x.Bounded = "raised to minAllowed " + b.Limit.String()
-	case resizeestimate.MaxAllowed:
-		x.Bounded = "capped at maxAllowed " + b.Limit.String()
-	default:
-		return
+	if x.Bounded = b.How(); x.Bounded != "" {
+		x.Arithmetic += ", " + x.Bounded
 	}
-	x.Arithmetic += ", " + x.Bounded
 }
 
 func quantityOrEmpty(q *resource.Quantity) string {
