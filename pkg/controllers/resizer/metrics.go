@@ -17,6 +17,7 @@ limitations under the License.
 package resizer
 
 import (
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,23 +110,25 @@ func registerMetrics() {
 	})
 }
 
-// recommendationSeries keeps which series of resizer_recommendation each
-// AddonResizer has, so that a resource dropped from its spec, limits no
-// longer set, or a member cluster gone lose theirs.
+// recommendationSeries keeps the series of resizer_recommendation each
+// AddonResizer has, and their values, so that a resource dropped from its
+// spec, limits no longer set, or a member cluster gone lose theirs, and a
+// sync that leaves the recommendation as it was touches no series.
 type recommendationSeries struct {
 	mu     sync.Mutex
-	series map[cache.ObjectName]map[recommendationKey]bool
+	series map[cache.ObjectName]map[recommendationKey]float64
 }
 
 // recommendationKey is a series' labels besides namespace and name.
 type recommendationKey struct{ cluster, resource, kind string }
 
 func newRecommendationSeries() *recommendationSeries {
-	return &recommendationSeries{series: map[cache.ObjectName]map[recommendationKey]bool{}}
+	return &recommendationSeries{series: map[cache.ObjectName]map[recommendationKey]float64{}}
 }
 
 // observe exports the recommendation status holds: status.recommendation
-// (cluster "") and each member cluster's.
+// (cluster "") and each member cluster's. Only the series that changed are
+// set or deleted.
 func (r *recommendationSeries) observe(key cache.ObjectName, status *scaleplanev1alpha1.AddonResizerStatus) {
 	values := map[recommendationKey]float64{}
 	add := func(cluster string, rec *corev1.ResourceRequirements) {
@@ -145,21 +148,25 @@ func (r *recommendationSeries) observe(key cache.ObjectName, status *scaleplanev
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k := range r.series[key] {
+	old := r.series[key]
+	if maps.Equal(old, values) {
+		return
+	}
+	for k := range old {
 		if _, ok := values[k]; !ok {
 			recommendationGauge.DeleteLabelValues(key.Namespace, key.Name, k.cluster, k.resource, k.kind)
 		}
 	}
-	kept := make(map[recommendationKey]bool, len(values))
 	for k, v := range values {
-		recommendationGauge.WithLabelValues(key.Namespace, key.Name, k.cluster, k.resource, k.kind).Set(v)
-		kept[k] = true
+		if was, ok := old[k]; !ok || was != v {
+			recommendationGauge.WithLabelValues(key.Namespace, key.Name, k.cluster, k.resource, k.kind).Set(v)
+		}
 	}
-	if len(kept) == 0 {
+	if len(values) == 0 {
 		delete(r.series, key)
 		return
 	}
-	r.series[key] = kept
+	r.series[key] = values
 }
 
 // forget drops the series of a deleted AddonResizer.
