@@ -4,6 +4,8 @@
 # two _output/release trees (SHA256SUMS lists them all: the image archives,
 # whose index digests images.txt names, the plugin archives, the krew
 # manifest, the chart, the notes). Any difference fails, naming the files.
+# Then it checks that the release refuses a bad version, a version without a
+# CHANGELOG.md entry and a tree with changes not committed.
 #
 # Usage: hack/verify-release-reproducible.sh [--short] [vX.Y.Z]
 #
@@ -95,6 +97,26 @@ compare() {
   fi
 }
 
+# refusals checks, in clone a (clean, its release done and compared), that
+# hack/release.sh refuses what docs/releasing.md says it refuses, before it
+# builds anything: a version that is not vMAJOR.MINOR.PATCH[-PRERELEASE], a
+# version without a CHANGELOG.md entry, and a tree with an untracked file.
+refusals() {
+  local dir="${TMP}/a" args want out
+  for args in "0.1.0|is not vMAJOR.MINOR.PATCH" "v0.0.0-no.changelog|CHANGELOG.md has no entry" "untracked|changes not committed"; do
+    want="${args#*|}" args="${args%%|*}"
+    if [[ "${args}" == untracked ]]; then
+      touch "${dir}/untracked-file"
+      args="${VERSION}"
+    fi
+    if out="$("${dir}/hack/release.sh" "${args}" 2>&1)" || [[ "${out}" != *"${want}"* ]]; then
+      echo "${out}" >&2
+      scaleplane::fatal "hack/release.sh ${args} did not refuse with \"${want}\""
+    fi
+  done
+  rm -f "${dir}/untracked-file"
+}
+
 main() {
   local start=${SECONDS} form=full
   [[ "${SHORT}" == 1 ]] && form="short (${host})"
@@ -104,6 +126,7 @@ main() {
   release_in_clone a
   release_in_clone b
   compare
+  refusals
   scaleplane::log "release ${VERSION}, ${form}: two runs from clean clones are identical, $(wc -l <"${TMP}/a/_output/release/SHA256SUMS") files, in $((SECONDS - start))s"
 }
 
