@@ -50,7 +50,7 @@ func applyMigration(ctx context.Context, c *Clients, mig *Migration, ars []*scal
 		// A manifest: the writes go to the live Deployment, which must
 		// hold the same nannies, or none (removed by an earlier run).
 		live, err := liveSource(ctx, c, ns, name)
-		if apierrors.IsNotFound(err) || err != nil && strings.Contains(err.Error(), "not found") {
+		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("refused, nothing written: Deployment %s/%s is not in the cluster; apply the manifest first, or edit the manifest by the dry run's patch", ns, name)
 		} else if err != nil {
 			return err
@@ -108,18 +108,9 @@ func applyMigration(ctx context.Context, c *Clients, mig *Migration, ars []*scal
 
 	depClient := c.Kube.AppsV1().Deployments(ns)
 	patchBody, _ := json.Marshal(patch)
-	ssa := func(doc map[string]any, dryRun bool) error {
-		body, _ := json.Marshal(doc)
-		opts := metav1.PatchOptions{FieldManager: migrateFieldManager}
-		if dryRun {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
-		_, err := arClient.Patch(ctx, fmt.Sprint(doc["metadata"].(map[string]any)["name"]), types.ApplyPatchType, body, opts)
-		return err
-	}
 	// The server-side dry run: admission (the webhook), RBAC, conflicts.
 	for _, w := range writes {
-		if err := ssa(applyDocument(w.ar), true); err != nil {
+		if err := applyAddonResizer(ctx, c, w.ar, true); err != nil {
 			return fmt.Errorf("refused by the API server (dry run), nothing written: AddonResizer %s/%s: %w", ns, w.ar.Name, err)
 		}
 	}
@@ -131,7 +122,7 @@ func applyMigration(ctx context.Context, c *Clients, mig *Migration, ars []*scal
 
 	var done []arWrite
 	for _, w := range writes {
-		if err := ssa(applyDocument(w.ar), false); err != nil {
+		if err := applyAddonResizer(ctx, c, w.ar, false); err != nil {
 			return fmt.Errorf("writing AddonResizer %s/%s: %w%s", ns, w.ar.Name, err, undo(ctx, c, ns, done))
 		}
 		done = append(done, w)
@@ -162,17 +153,15 @@ func undo(ctx context.Context, c *Clients, ns string, done []arWrite) string {
 	if len(done) == 0 {
 		return "; nothing was written"
 	}
-	arClient := c.Scaleplane.ScaleplaneV1alpha1().AddonResizers(ns)
 	var said []string
 	for i := len(done) - 1; i >= 0; i-- {
 		w := done[i]
 		var err error
 		if w.previous == nil {
-			err = arClient.Delete(ctx, w.ar.Name, metav1.DeleteOptions{})
+			err = c.Scaleplane.ScaleplaneV1alpha1().AddonResizers(ns).Delete(ctx, w.ar.Name, metav1.DeleteOptions{})
 			said = append(said, "deleted AddonResizer "+w.ar.Name+" again")
 		} else {
-			body, _ := json.Marshal(applyDocument(w.previous))
-			_, err = arClient.Patch(ctx, w.ar.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: migrateFieldManager})
+			err = applyAddonResizer(ctx, c, w.previous, false)
 			said = append(said, "put AddonResizer "+w.ar.Name+" back as it was")
 		}
 		if err != nil {
@@ -180,6 +169,18 @@ func undo(ctx context.Context, c *Clients, ns string, done []arWrite) string {
 		}
 	}
 	return "; the nanny still sizes: " + strings.Join(said, ", ")
+}
+
+// applyAddonResizer writes ar's applyDocument by server-side apply, as
+// migrate's field manager; dryRun only checks it.
+func applyAddonResizer(ctx context.Context, c *Clients, ar *scaleplanev1alpha1.AddonResizer, dryRun bool) error {
+	body, _ := json.Marshal(applyDocument(ar))
+	opts := metav1.PatchOptions{FieldManager: migrateFieldManager}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err := c.Scaleplane.ScaleplaneV1alpha1().AddonResizers(ar.Namespace).Patch(ctx, ar.Name, types.ApplyPatchType, body, opts)
+	return err
 }
 
 // specDocument is an AddonResizer's spec as JSON values.
