@@ -19,7 +19,8 @@ package resizer
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func boundedCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings,
 	}
 	var parts []string
 	var lo, hi bool
-	for _, where := range boundedWhere(hits) {
+	for _, where := range slices.Sorted(maps.Keys(hits)) {
 		if len(hits[where]) == 0 {
 			continue
 		}
@@ -139,13 +140,13 @@ func boundedCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings,
 			lo = lo || h.Bound == resizeestimate.MinAllowed
 			hi = hi || h.Bound == resizeestimate.MaxAllowed
 		}
-		if where == "" {
-			parts = append(parts, describeHits(hits[where]))
-		} else {
-			parts = append(parts, where+": "+describeHits(hits[where]))
+		part := describeHits(hits[where])
+		if where != "" {
+			part = where + ": " + part
 		}
+		parts = append(parts, part)
 	}
-	reason := reasonWithinBounds
+	var reason string
 	switch {
 	case lo && hi:
 		reason = reasonMinAndMaxAllowed
@@ -153,20 +154,10 @@ func boundedCondition(status *scaleplanev1alpha1.AddonResizerStatus, s settings,
 		reason = reasonCappedAtMaxAllowed
 	case lo:
 		reason = reasonRaisedToMinAllowed
-	}
-	if reason == reasonWithinBounds {
-		setCondition(status, scaleplanev1alpha1.ConditionBounded, metav1.ConditionFalse, reason,
+	default:
+		setCondition(status, scaleplanev1alpha1.ConditionBounded, metav1.ConditionFalse, reasonWithinBounds,
 			"Every estimate is within its minAllowed and maxAllowed", generation, now)
 		return
 	}
 	setCondition(status, scaleplanev1alpha1.ConditionBounded, metav1.ConditionTrue, reason, strings.Join(parts, "; "), generation, now)
-}
-
-func boundedWhere[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
