@@ -250,8 +250,8 @@ func validateBounds(r scaleplanev1alpha1.ResourceScaling, fldPath *field.Path) f
 		if b.q == nil {
 			continue
 		}
-		if b.q.Sign() < 0 {
-			errs = append(errs, field.Invalid(fldPath.Child(b.name), b.q.String(), "must be greater than or equal to 0"))
+		if neg := validateNonNegative(*b.q, fldPath.Child(b.name)); len(neg) > 0 {
+			errs = append(errs, neg...)
 			continue
 		}
 		if !resizeestimate.Precise(r.Name, *b.q) {
