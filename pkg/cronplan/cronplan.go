@@ -100,12 +100,14 @@ type Plan struct {
 type ScheduleFunc func(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error)
 
 // Object plans every rule of obj from status, its status as the sync found
-// it, at now. started is when the planning process started (a change made
-// before it was not watched, see From.Unwatched); replanAll and replan are
-// when a change seen by the event handlers that invalidated the plan of
-// every rule or of the named ones was made.
-func Object(obj *autoscalingv1alpha1.CronFederatedHPA, status *autoscalingv1alpha1.CronFederatedHPAStatus, schedule ScheduleFunc, started, replanAll time.Time, replan map[string]time.Time, now time.Time) []Plan {
-	plans := make([]Plan, 0, len(obj.Spec.Rules))
+// it, at now, and hands each plan to each, in the order of the rules (a
+// callback, so that the controller keeps its plans with what applying them
+// adds without a second slice at every sync). started is when the planning
+// process started (a change made before it was not watched, see
+// From.Unwatched); replanAll and replan are when a change seen by the event
+// handlers that invalidated the plan of every rule or of the named ones was
+// made.
+func Object(obj *autoscalingv1alpha1.CronFederatedHPA, status *autoscalingv1alpha1.CronFederatedHPAStatus, schedule ScheduleFunc, started, replanAll time.Time, replan map[string]time.Time, now time.Time, each func(Plan)) {
 	changed := LastSpecChange(obj, now)
 	stale := !changed.IsZero() && changed.After(OwnStatusWrite(obj))
 	// A change made after the cron-scaler's last status write and before this process
@@ -126,9 +128,8 @@ func Object(obj *autoscalingv1alpha1.CronFederatedHPA, status *autoscalingv1alph
 		if !found {
 			from.Start = RuleStart(obj, status, now)
 		}
-		plans = append(plans, Rule(rule, history, sched, err, from, now))
+		each(Rule(rule, history, sched, err, from, now))
 	}
-	return plans
 }
 
 // Rule decides whether the rule is due at now, and when it fires next.

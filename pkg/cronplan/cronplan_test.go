@@ -62,7 +62,8 @@ func TestObjectAfterDowntime(t *testing.T) {
 			if c.planned != nil {
 				obj.Status.ExecutionHistories = []autoscalingv1alpha1.ExecutionHistory{{RuleName: "r", NextExecutionTime: ptr.To(metav1.NewTime(*c.planned))}}
 			}
-			plans := Object(obj, &obj.Status, utc, now, time.Time{}, nil, now)
+			var plans []Plan
+			Object(obj, &obj.Status, utc, now, time.Time{}, nil, now, func(p Plan) { plans = append(plans, p) })
 			if len(plans) != 1 {
 				t.Fatalf("%d plans; want 1", len(plans))
 			}

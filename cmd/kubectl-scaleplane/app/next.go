@@ -233,10 +233,9 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 		// its memory): what its next sync runs, records as missed, and
 		// plans next. A running controller plans the same, but for a change
 		// it watched moments ago and has not synced yet.
-		plans := cronplan.Object(obj, &obj.Status, schedule, now, time.Time{}, nil, now)
-		for j := range plans {
-			list.Items = append(list.Items, ruleFirings(obj, &plans[j], now, count, controllerLoc)...)
-		}
+		cronplan.Object(obj, &obj.Status, schedule, now, time.Time{}, nil, now, func(p cronplan.Plan) {
+			list.Items = append(list.Items, ruleFirings(obj, &p, now, count, controllerLoc)...)
+		})
 	}
 	sort.SliceStable(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]

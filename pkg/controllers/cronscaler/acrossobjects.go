@@ -125,7 +125,7 @@ type laterSlot struct {
 func (c *Controller) yieldToOtherObjects(obj *autoscalingv1alpha1.CronFederatedHPA, due []*firing, now time.Time) {
 	late := false
 	for _, f := range due {
-		if f.err == nil && !now.Before(f.plan.due.Add(time.Second)) {
+		if f.err == nil && !now.Before(f.plan.Due.Add(time.Second)) {
 			late = true
 		}
 	}
@@ -138,7 +138,7 @@ func (c *Controller) yieldToOtherObjects(obj *autoscalingv1alpha1.CronFederatedH
 			continue
 		}
 		yield := func(field **int32, slot laterSlot) {
-			if *field != nil && !slot.at.IsZero() && slot.at.After(f.plan.due) {
+			if *field != nil && !slot.at.IsZero() && slot.at.After(f.plan.Due) {
 				*field = nil
 				if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
 					f.yielded = slot
@@ -183,17 +183,17 @@ func (c *Controller) laterSlots(obj *autoscalingv1alpha1.CronFederatedHPA, now t
 		plans := c.plan(o, base, replanAll, replan, now)
 		for i := range plans {
 			p := &plans[i]
-			for _, e := range p.history.SuccessfulExecutions {
+			for _, e := range p.History.SuccessfulExecutions {
 				if e.ScheduleTime != nil {
-					note(0, e.AppliedReplicas, e.ScheduleTime.Time, o, p.rule.Name)
-					note(1, e.AppliedMinReplicas, e.ScheduleTime.Time, o, p.rule.Name)
-					note(2, e.AppliedMaxReplicas, e.ScheduleTime.Time, o, p.rule.Name)
+					note(0, e.AppliedReplicas, e.ScheduleTime.Time, o, p.Rule.Name)
+					note(1, e.AppliedMinReplicas, e.ScheduleTime.Time, o, p.Rule.Name)
+					note(2, e.AppliedMaxReplicas, e.ScheduleTime.Time, o, p.Rule.Name)
 				}
 			}
-			if v, err := ruleValues(t, p.rule); err == nil && !p.due.IsZero() {
-				note(0, v.replicas, p.due, o, p.rule.Name)
-				note(1, v.min, p.due, o, p.rule.Name)
-				note(2, v.max, p.due, o, p.rule.Name)
+			if v, err := ruleValues(t, p.Rule); err == nil && !p.Due.IsZero() {
+				note(0, v.replicas, p.Due, o, p.Rule.Name)
+				note(1, v.min, p.Due, o, p.Rule.Name)
+				note(2, v.max, p.Due, o, p.Rule.Name)
 			}
 		}
 	}

@@ -63,17 +63,17 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	var due []*firing
 	for i := range plans {
 		p := &plans[i]
-		if p.due.IsZero() {
+		if p.Due.IsZero() {
 			continue
 		}
 		f := &firing{plan: p, err: targetErr}
 		if f.err == nil {
-			f.vals, f.err = ruleValues(t, p.rule)
+			f.vals, f.err = ruleValues(t, p.Rule)
 		}
 		due = append(due, f)
 	}
 	// Oldest first; among equal times, spec order.
-	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.due.Before(due[j].plan.due) })
+	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.Due.Before(due[j].plan.Due) })
 	c.yieldToOtherObjects(obj, due, now)
 	merged := mergeFirings(due)
 
@@ -113,15 +113,15 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 		// and retried alone once that one is given up, it would set an
 		// older slot's value over it.
 		if transient && f.err == nil && f.won != (values{}) {
-			retries[f.plan.rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
+			retries[f.plan.Rule.Name] = c.retryFiring(obj, f.plan, applyErr, now)
 			continue
 		}
 		c.recordFiring(obj, t, f, due, prior, applyErr, now)
 	}
 	c.memory.setRetries(cache.MetaObjectToName(obj), obj.UID, retries)
 	for i := range plans {
-		if plans[i].invalid != nil {
-			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].rule.Name, plans[i].invalid)
+		if plans[i].Invalid != nil {
+			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].Rule.Name, plans[i].Invalid)
 		}
 	}
 	return wrote
@@ -170,9 +170,9 @@ func mergeFirings(due []*firing) values {
 // only the first of them is an event. An answered attempt after them backs
 // off from its own count.
 func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
-	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
-	if !ok || !r.slot.Equal(p.due) {
-		r = firingRetry{slot: p.due, first: now}
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
+	if !ok || !r.slot.Equal(p.Due) {
+		r = firingRetry{slot: p.Due, first: now}
 	}
 	r.attempts++
 	r.lastErr = err.Error()
@@ -186,16 +186,16 @@ func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *r
 		r.lastAnswer = err.Error()
 		backoff = retryBackoff(r.answered)
 	}
-	p.history.NextExecutionTime = metaTime(p.due)
+	p.History.NextExecutionTime = metaTime(p.Due)
 	p.retryAt = now.Add(backoff)
-	if p.retryAt.After(p.deadline) {
-		p.retryAt = p.deadline
+	if p.retryAt.After(p.Deadline) {
+		p.retryAt = p.Deadline
 	}
 	if unreachable && r.unanswered > 1 {
 		return r
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
-		p.rule.Name, p.due.UTC().Format(time.RFC3339), r.attempts, p.deadline.UTC().Format(time.RFC3339), err)
+		p.Rule.Name, p.Due.UTC().Format(time.RFC3339), r.attempts, p.Deadline.UTC().Format(time.RFC3339), err)
 	return r
 }
 
@@ -230,17 +230,17 @@ const (
 
 func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t target, f *firing, due []*firing, prior priorWrite, applyErr error, now time.Time) {
 	p := f.plan
-	scheduled := p.due.UTC().Format(time.RFC3339)
+	scheduled := p.Due.UTC().Format(time.RFC3339)
 	fail := func(result, reason, msg string) {
-		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
-			ScheduleTime: metaTime(p.due), ExecutionTime: metaTime(now), Message: msg,
+		recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{
+			ScheduleTime: metaTime(p.Due), ExecutionTime: metaTime(now), Message: msg,
 		})
-		c.recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Rule %q (scheduled %s): %s", p.rule.Name, scheduled, msg)
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reason, "Rule %q (scheduled %s): %s", p.Rule.Name, scheduled, msg)
 		countFailure(obj, result, reason)
 	}
 	switch {
 	case f.err != nil:
-		firingSkew.Observe(now.Sub(p.due).Seconds())
+		firingSkew.Observe(now.Sub(p.Due).Seconds())
 		fail(resultFailed, reasonScaleFailed, f.err.Error())
 	case f.won == (values{}) && f.vals == (values{}):
 		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: %s sets the same field of %s and was applied or is due instead",
@@ -248,40 +248,40 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case f.won == (values{}):
 		by := latestSetting(f, due)
 		fail(resultSuperseded, reasonSuperseded, fmt.Sprintf("not applied: rule %q, scheduled later (%s), sets the same field of %s and was applied or is due instead",
-			by.plan.rule.Name, by.plan.due.UTC().Format(time.RFC3339), t))
+			by.plan.Rule.Name, by.plan.Due.UTC().Format(time.RFC3339), t))
 	case applyErr != nil:
-		firingSkew.Observe(now.Sub(p.due).Seconds())
+		firingSkew.Observe(now.Sub(p.Due).Seconds())
 		fail(resultFailed, reasonScaleFailed, applyErr.Error())
-	case prior.by != "" && !p.due.Before(c.started):
+	case prior.by != "" && !p.Due.Before(c.started):
 		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: an earlier attempt may have been applied (its answer was an error), and since then %s of %s; "+
 			"applying it now could undo that change", prior, t))
 	case prior.by != "":
 		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: it was due before this controller started, and since then %s of %s; "+
 			"the controller before it may have applied it, and applying it now could undo that change", prior, t))
 	case prior.applied:
-		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
-			ScheduleTime:       metaTime(p.due),
+		recordSuccess(&p.History, p.Rule, autoscalingv1alpha1.SuccessfulExecution{
+			ScheduleTime:       metaTime(p.Due),
 			ExecutionTime:      metaTime(prior.at),
 			AppliedReplicas:    f.won.replicas,
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.rule.Name, scheduled, describe(f.won), t, prior)
+		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): %s of %s was %s; recorded, not applied again", p.Rule.Name, scheduled, describe(f.won), t, prior)
 		countFiring(obj, resultSuccess, outcomeAlreadyApplied)
 	default:
-		firingSkew.Observe(now.Sub(p.due).Seconds())
-		recordSuccess(&p.history, p.rule, autoscalingv1alpha1.SuccessfulExecution{
-			ScheduleTime:       metaTime(p.due),
+		firingSkew.Observe(now.Sub(p.Due).Seconds())
+		recordSuccess(&p.History, p.Rule, autoscalingv1alpha1.SuccessfulExecution{
+			ScheduleTime:       metaTime(p.Due),
 			ExecutionTime:      metaTime(now),
 			AppliedReplicas:    f.won.replicas,
 			AppliedMinReplicas: f.won.min,
 			AppliedMaxReplicas: f.won.max,
 		})
-		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.rule.Name, scheduled, describe(f.won), t)
+		c.deferEvent(obj, reasonScaled, "Rule %q (scheduled %s): set %s of %s", p.Rule.Name, scheduled, describe(f.won), t)
 		countFiring(obj, resultSuccess, outcomeApplied)
 		// The write was answered before recordFiring was called: now is
 		// when the sync began, the clock says when the target took it.
-		observeTargetWrite(obj, p.due, c.clock.Now())
+		observeTargetWrite(obj, p.Due, c.clock.Now())
 	}
 }
 
@@ -290,8 +290,8 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {
-		if f.err == nil && f.won != (values{}) && f.plan.due.Before(c.started) && f.plan.due.After(slot) {
-			slot = f.plan.due
+		if f.err == nil && f.won != (values{}) && f.plan.Due.Before(c.started) && f.plan.Due.After(slot) {
+			slot = f.plan.Due
 		}
 	}
 	return slot
@@ -308,11 +308,11 @@ func (c *Controller) retriedSlot(obj *autoscalingv1alpha1.CronFederatedHPA, due 
 	var slot time.Time
 	key := cache.MetaObjectToName(obj)
 	for _, f := range due {
-		if f.err != nil || f.won == (values{}) || !f.plan.due.After(slot) {
+		if f.err != nil || f.won == (values{}) || !f.plan.Due.After(slot) {
 			continue
 		}
-		if r, ok := c.memory.retryOf(key, obj.UID, f.plan.rule.Name); ok && r.slot.Equal(f.plan.due) {
-			slot = f.plan.due
+		if r, ok := c.memory.retryOf(key, obj.UID, f.plan.Rule.Name); ok && r.slot.Equal(f.plan.Due) {
+			slot = f.plan.Due
 		}
 	}
 	return slot

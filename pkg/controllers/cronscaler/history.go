@@ -37,12 +37,12 @@ import (
 // control plane was down from the scheduled time to the deadline: the firing
 // could not be tried, and is recorded as missed, saying so.
 func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, now time.Time) {
-	if p.missed == 0 {
+	if p.Missed == 0 {
 		return
 	}
-	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.rule.Name)
-	if !ok || !r.slot.Equal(p.firstMissed) {
-		c.recordMissedRange(obj, p, p.missed, p.firstMissed, now)
+	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
+	if !ok || !r.slot.Equal(p.FirstMissed) {
+		c.recordMissedRange(obj, p, p.Missed, p.FirstMissed, now)
 		return
 	}
 	if r.answered == 0 {
@@ -50,14 +50,14 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 	} else {
 		msg := fmt.Sprintf("not applied: %d attempts from %s to %s failed, the last with: %s", r.attempts,
 			r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.lastAnswer)
-		recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+		recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{
 			ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
 		})
-		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
+		c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): gave up: %s", p.Rule.Name, r.slot.UTC().Format(time.RFC3339), msg)
 		countFiring(obj, resultFailed, outcomeFailed)
 	}
-	if p.missed > 1 {
-		c.recordMissedRange(obj, p, p.missed-1, p.secondMissed, now)
+	if p.Missed > 1 {
+		c.recordMissedRange(obj, p, p.Missed-1, p.SecondMissed, now)
 	}
 }
 
@@ -66,35 +66,35 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingRetry, now time.Time) {
 	msg := fmt.Sprintf("missed the scheduled time %s: the API server could not be reached from %s to %s, past the time the rule may still run (%d attempts, the last with: %s)",
 		r.slot.UTC().Format(time.RFC3339), r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.attempts, r.lastErr)
-	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
+	recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{
 		ScheduleTime: metaTime(r.slot), ExecutionTime: metaTime(now), Message: msg,
 	})
-	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.Rule.Name, msg)
 	missedFirings.Inc()
 	countFiring(obj, resultMissed, outcomeMissed)
 }
 
 // recordMissedRange records count missed scheduled times from first to the
-// plan's lastMissed as one failed execution.
+// plan's LastMissed as one failed execution.
 func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, count int, first, now time.Time) {
 	var msg string
 	switch {
 	case count >= cronplan.MaxCountedMisses:
-		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339))
 	case count > 1:
-		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.lastMissed.UTC().Format(time.RFC3339))
+		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339))
 	default:
-		msg = fmt.Sprintf("missed the scheduled time %s", p.lastMissed.UTC().Format(time.RFC3339))
+		msg = fmt.Sprintf("missed the scheduled time %s", p.LastMissed.UTC().Format(time.RFC3339))
 	}
-	if d := p.rule.MaxDelaySeconds; d != nil {
-		msg += fmt.Sprintf(": found %s late, more than maxDelaySeconds (%d), or superseded by a later scheduled time", now.Sub(p.lastMissed).Round(time.Second), *d)
+	if d := p.Rule.MaxDelaySeconds; d != nil {
+		msg += fmt.Sprintf(": found %s late, more than maxDelaySeconds (%d), or superseded by a later scheduled time", now.Sub(p.LastMissed).Round(time.Second), *d)
 	} else {
 		msg += ": a later scheduled time had already come when it was found (was the controller down?)"
 	}
-	recordFailure(&p.history, p.rule, autoscalingv1alpha1.FailedExecution{
-		ScheduleTime: metaTime(p.lastMissed), ExecutionTime: metaTime(now), Message: msg,
+	recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{
+		ScheduleTime: metaTime(p.LastMissed), ExecutionTime: metaTime(now), Message: msg,
 	})
-	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.rule.Name, msg)
+	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonMissed, "Rule %q %s", p.Rule.Name, msg)
 	missedFirings.Add(float64(count))
 	countFiring(obj, resultMissed, outcomeMissed)
 }

@@ -82,41 +82,14 @@ func (c *scheduleCache) get(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cr
 }
 
 // rulePlan is what one sync decided for one rule, before anything is
-// applied. Planning is pure: it reads the rule, its history and the clock
-// (pkg/cronplan, which kubectl-scaleplane's preview shares); retryAt is
-// the firing's, set when it is applied.
+// applied: the plan of pkg/cronplan (pure: the rule, its history, as this
+// sync found it, and the clock; kubectl-scaleplane's preview shares it), and
+// what applying it adds.
 type rulePlan struct {
-	rule *autoscalingv1alpha1.CronFederatedHPARule
-	// history is the rule's history as this sync found it (status merged with
-	// what this process already recorded), with nextExecutionTime planned.
-	history autoscalingv1alpha1.ExecutionHistory
-	// invalid says why the rule cannot be scheduled (bad schedule or zone).
-	invalid error
-
-	// due is the scheduled time to run now; zero when nothing is due.
-	due time.Time
-	// missed counts scheduled times that passed without running and are now
-	// too late; lastMissed and firstMissed are the latest and earliest.
-	missed                  int
-	firstMissed, lastMissed time.Time
-	// secondMissed is the missed time after firstMissed, if any.
-	secondMissed time.Time
-
-	// deadline is when due stops being runnable: maxDelaySeconds after it,
-	// or the rule's next scheduled time, whichever comes first.
-	deadline time.Time
-	// retryAt is set when due failed for a transient reason: the sync that
-	// tries it again is requeued then, and nextExecutionTime stays due.
+	cronplan.Plan
+	// retryAt is set when Due failed for a transient reason: the sync that
+	// tries it again is requeued then, and nextExecutionTime stays Due.
 	retryAt time.Time
-}
-
-// rulePlanOf is the controller's rulePlan of a plan made by pkg/cronplan.
-func rulePlanOf(p cronplan.Plan) rulePlan {
-	return rulePlan{
-		rule: p.Rule, history: p.History, invalid: p.Invalid,
-		due: p.Due, missed: p.Missed, firstMissed: p.FirstMissed, lastMissed: p.LastMissed, secondMissed: p.SecondMissed,
-		deadline: p.Deadline,
-	}
 }
 
 // nextRequeue returns how long until the earliest planned firing, plus a
@@ -126,7 +99,7 @@ func nextRequeue(plans []rulePlan, now time.Time) (time.Duration, bool) {
 	var earliest time.Time
 	for i := range plans {
 		at := plans[i].retryAt
-		if n := plans[i].history.NextExecutionTime; at.IsZero() && n != nil {
+		if n := plans[i].History.NextExecutionTime; at.IsZero() && n != nil {
 			at = n.Time
 		}
 		if !at.IsZero() && (earliest.IsZero() || at.Before(earliest)) {

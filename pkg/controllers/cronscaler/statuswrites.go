@@ -108,7 +108,7 @@ func (c *Controller) readNewer(ctx context.Context, obj *autoscalingv1alpha1.Cro
 func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
 	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
 	for i := range plans {
-		h := plans[i].history
+		h := plans[i].History
 		if !c.stored.LastScheduleTime {
 			h.LastScheduleTime = nil
 		}

@@ -151,7 +151,7 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 func (c *Controller) inherits(plans []rulePlan) bool {
 	for i := range plans {
 		p := &plans[i]
-		if !p.due.IsZero() && p.due.Before(c.started) || p.missed > 0 && p.firstMissed.Before(c.started) {
+		if !p.Due.IsZero() && p.Due.Before(c.started) || p.Missed > 0 && p.FirstMissed.Before(c.started) {
 			return true
 		}
 	}
@@ -228,10 +228,9 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 // by the event handlers that invalidated the plan of every rule or of the
 // named ones was made.
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
-	shared := cronplan.Object(obj, base, c.schedules.get, c.started, replanAll, replan, now)
-	plans := make([]rulePlan, 0, len(shared))
-	for _, p := range shared {
-		plans = append(plans, rulePlanOf(p))
-	}
+	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
+	cronplan.Object(obj, base, c.schedules.get, c.started, replanAll, replan, now, func(p cronplan.Plan) {
+		plans = append(plans, rulePlan{Plan: p})
+	})
 	return plans
 }
