@@ -99,10 +99,11 @@ func planMigration(ctx context.Context, src *migrateSource, watchOnly, mapDelays
 			mig.Notes = append(mig.Notes, fmt.Sprintf("container %s: %s", n.container.Name, note))
 		}
 	}
+	only := nannyOnlyVolumes(pod, nannies)
 	if !watchOnly {
-		mig.RemovalPatch = removalPatch(pod, nannies)
+		mig.RemovalPatch = removalPatch(pod, nannies, only)
 	}
-	mig.NoLongerNeeded = leftovers(ctx, src, nannies, mig)
+	mig.NoLongerNeeded = leftovers(ctx, src, nannies, only, mig)
 	if d.Labels["app.kubernetes.io/managed-by"] == "Helm" {
 		mig.Notes = append(mig.Notes, "the Deployment is managed by Helm: turn the nanny off in its values too (the metrics-server chart: addonResizer.enabled=false), or the next upgrade brings it back")
 	}
@@ -132,11 +133,11 @@ func applyDocument(ar *scaleplanev1alpha1.AddonResizer) map[string]any {
 	return doc
 }
 
-// removalPatch removes the nannies and the volumes only they mount, from
-// the highest index down, each after a test of its name: applied to a
+// removalPatch removes the nannies and the volumes only they mount (only),
+// from the highest index down, each after a test of its name: applied to a
 // Deployment that changed since, it fails rather than remove another
 // container.
-func removalPatch(pod *corev1.PodSpec, nannies []*nanny) []PatchOp {
+func removalPatch(pod *corev1.PodSpec, nannies []*nanny, only sets.Set[string]) []PatchOp {
 	var ops []PatchOp
 	for i := len(pod.Containers) - 1; i >= 0; i-- {
 		if slices.ContainsFunc(nannies, func(n *nanny) bool { return n.index == i }) {
@@ -144,7 +145,6 @@ func removalPatch(pod *corev1.PodSpec, nannies []*nanny) []PatchOp {
 			ops = append(ops, PatchOp{Op: "test", Path: p + "/name", Value: pod.Containers[i].Name}, PatchOp{Op: "remove", Path: p})
 		}
 	}
-	only := nannyOnlyVolumes(pod, nannies)
 	for i := len(pod.Volumes) - 1; i >= 0; i-- {
 		if only.Has(pod.Volumes[i].Name) {
 			p := fmt.Sprintf("/spec/template/spec/volumes/%d", i)
@@ -182,13 +182,12 @@ func nannyOnlyVolumes(pod *corev1.PodSpec, nannies []*nanny) sets.Set[string] {
 }
 
 // leftovers are the ConfigMaps of --config-dir that nothing else in the pod
-// uses, and the RBAC of the pod's service account that grants only what a
+// uses (a volume of only, the nannies' own, does not count), and the RBAC of the pod's service account that grants only what a
 // nanny uses (or the rules of a shared role that only a nanny uses).
-func leftovers(ctx context.Context, src *migrateSource, nannies []*nanny, mig *Migration) []Leftover {
+func leftovers(ctx context.Context, src *migrateSource, nannies []*nanny, only sets.Set[string], mig *Migration) []Leftover {
 	ns := src.namespace
 	pod := &src.deployment.Spec.Template.Spec
 	var out []Leftover
-	only := nannyOnlyVolumes(pod, nannies)
 	for _, n := range nannies {
 		if n.configMap == "" {
 			continue
