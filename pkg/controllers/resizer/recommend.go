@@ -161,9 +161,9 @@ func (c *Controller) recommendMembers(ctx context.Context, ar *scaleplanev1alpha
 	boundedCondition(status, s, hits, ar.Generation, now)
 	status.Clusters, status.SizedClusters = members, ptr.To(within)
 	if held || status.OverridePolicy != "" {
-		desired := desiredOverridePolicy(ar, w, index, members)
-		out, err := c.writeOverridePolicy(ctx, ar, desired, status)
-		status.Clusters, _ = settleMembers(members, prev, desired, out.applied, index)
+		out, err := c.holdMembers(ctx, ar, w, index, members, prev, status)
+		// No member is Sized with Off: SIZED counts those within the band.
+		status.SizedClusters = ptr.To(within)
 		if out.problem != nil {
 			setCondition(status, scaleplanev1alpha1.ConditionUpToDate, metav1.ConditionFalse, out.problem.reason, out.problem.message, ar.Generation, now)
 			return result{outcome: outcomeError, err: err, requeue: policyRetry}
