@@ -64,11 +64,17 @@ func Bucket(size, minClusterSize int64) int64 {
 // rounding extraPerUnit first, as Addon Resizer's MilliValue did, would give
 // 43m. Zero stays zero: an estimate of 0 is valid.
 func Linear(r scaleplanev1alpha1.ResourceScaling, units int64) resource.Quantity {
+	e := Sum(r, units)
+	e.RoundUp(ScaleOf(r.Name))
+	return e
+}
+
+// Sum is base + extraPerUnit × units, exact: Linear before it rounds.
+func Sum(r scaleplanev1alpha1.ResourceScaling, units int64) resource.Quantity {
 	e := r.Base.DeepCopy()
 	extra := r.ExtraPerUnit.DeepCopy()
 	extra.Mul(units)
 	e.Add(extra)
-	e.RoundUp(ScaleOf(r.Name))
 	return e
 }
 

@@ -246,10 +246,7 @@ func explainAddonResizer(ctx context.Context, c *Clients, ns, name string) (Expl
 	for _, r := range spec.Resources {
 		bounded := resizeestimate.Estimate(r, e.Units)
 		want := bounded.Value
-		extra := r.ExtraPerUnit.DeepCopy()
-		extra.Mul(e.Units)
-		exact := r.Base.DeepCopy()
-		exact.Add(extra)
+		exact := resizeestimate.Sum(r, e.Units)
 		lo, hi := band(r.Name, want, e.Threshold)
 		x := ResourceExplanation{
 			Name: string(r.Name), Base: r.Base.String(), ExtraPerUnit: r.ExtraPerUnit.String(), Estimate: want.String(),
