@@ -22,6 +22,7 @@ limitations under the License.
 package cronplan
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,36 @@ type Plan struct {
 // ScheduleFunc parses a rule's schedule in its time zone (the controller's
 // own when timeZone is absent).
 type ScheduleFunc func(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error)
+
+// ParseSchedule parses a rule's schedule in its zone, as the controller
+// reads it: the rule's timeZone, UTC for "", local (the controller's own
+// zone) when it is absent. loc is nil when the zone is unknown.
+func ParseSchedule(rule *autoscalingv1alpha1.CronFederatedHPARule, local *time.Location) (*time.Location, *cronschedule.Schedule, error) {
+	loc := local
+	if rule.TimeZone != nil {
+		var err error
+		if loc, err = cronschedule.LoadLocation(*rule.TimeZone); err != nil {
+			return nil, nil, fmt.Errorf("time zone %q: %w", *rule.TimeZone, err)
+		}
+	}
+	sched, err := cronschedule.Parse(rule.Schedule, loc)
+	if err != nil {
+		return loc, nil, fmt.Errorf("schedule %q: %w", rule.Schedule, err)
+	}
+	return loc, sched, nil
+}
+
+// MissedTimes says which scheduled times a history entry for count missed
+// ones, from first to last, records.
+func MissedTimes(count int, first, last time.Time) string {
+	switch {
+	case count >= MaxCountedMisses:
+		return fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+	case count > 1:
+		return fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+	}
+	return "missed the scheduled time " + last.UTC().Format(time.RFC3339)
+}
 
 // Object plans every rule of obj from status, its status as the sync found
 // it, at now, and hands each plan to each, in the order of the rules (a

@@ -222,12 +222,12 @@ func (n *nextOptions) run(ctx context.Context, args []string) error {
 // planFirings previews the next count firings of every rule of objs at now.
 func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, count int, controllerLoc *time.Location) FiringList {
 	list := FiringList{APIVersion: apiVersion, Kind: "FiringList", Now: now.UTC(), Items: []Firing{}}
+	schedule := func(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error) {
+		_, sched, err := cronplan.ParseSchedule(rule, controllerLoc)
+		return sched, err
+	}
 	for i := range objs {
 		obj := &objs[i]
-		schedule := func(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cronschedule.Schedule, error) {
-			_, sched, err := ruleSchedule(rule, controllerLoc)
-			return sched, err
-		}
 		// The controller's own planning, as a controller that takes the
 		// object up now (started now; no change it watched is pending in
 		// its memory): what its next sync runs, records as missed, and
@@ -256,31 +256,6 @@ func planFirings(objs []autoscalingv1alpha1.CronFederatedHPA, now time.Time, cou
 	return list
 }
 
-// ruleSchedule parses a rule's schedule in its zone, as the cron-scaler
-// does (its schedule cache): the rule's timeZone, UTC for "", the
-// controller's zone (controllerLoc) when unset. loc is nil when the zone is
-// unknown.
-func ruleSchedule(rule *autoscalingv1alpha1.CronFederatedHPARule, controllerLoc *time.Location) (*time.Location, *cronschedule.Schedule, error) {
-	if rule.TimeZone == nil {
-		// The controller reads such a rule in its own zone, which this
-		// process cannot see: --controller-time-zone says it.
-		sched, err := cronschedule.Parse(rule.Schedule, controllerLoc)
-		if err != nil {
-			return controllerLoc, nil, fmt.Errorf("schedule %q: %w", rule.Schedule, err)
-		}
-		return controllerLoc, sched, nil
-	}
-	loc, err := cronschedule.RuleLocation(rule.TimeZone)
-	if err != nil {
-		return nil, nil, fmt.Errorf("time zone %q: %w", *rule.TimeZone, err)
-	}
-	sched, err := cronschedule.Parse(rule.Schedule, loc)
-	if err != nil {
-		return loc, nil, fmt.Errorf("schedule %q: %w", rule.Schedule, err)
-	}
-	return loc, sched, nil
-}
-
 // ruleFirings previews one rule from the controller's plan of it: a row for
 // a rule that does not fire, or the missed scheduled times the controller
 // records at its next sync (one row, at the latest, as its history keeps
@@ -288,6 +263,8 @@ func ruleSchedule(rule *autoscalingv1alpha1.CronFederatedHPARule, controllerLoc 
 func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, p *cronplan.Plan, now time.Time, count int, controllerLoc *time.Location) []Firing {
 	rule := p.Rule
 	ref := obj.Spec.ScaleTargetRef
+	// The controller reads a rule without timeZone in its own zone, which
+	// this process cannot see: --controller-time-zone says it.
 	base := Firing{
 		Namespace:          obj.Namespace,
 		CronFederatedHPA:   obj.Name,
@@ -297,7 +274,7 @@ func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, p *cronplan.Plan, no
 		State:              StateScheduled,
 		ControllerTimeZone: rule.TimeZone == nil,
 	}
-	loc, sched, err := ruleSchedule(rule, controllerLoc)
+	loc, sched, err := cronplan.ParseSchedule(rule, controllerLoc)
 	if loc != nil {
 		base.TimeZone = loc.String()
 	} else {
@@ -324,7 +301,7 @@ func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, p *cronplan.Plan, no
 		f.Deadline = utcPtr(deadline)
 		f.State = StatePastDeadline
 		f.Message = fmt.Sprintf("%s, not run by its deadline %s: the controller records it as missed at its next sync (is it running?)",
-			missedTimes(p), deadline.UTC().Format(time.RFC3339))
+			cronplan.MissedTimes(p.Missed, p.FirstMissed, p.LastMissed), deadline.UTC().Format(time.RFC3339))
 		out = append(out, f)
 	}
 	if !p.Due.IsZero() {
@@ -357,19 +334,6 @@ func ruleFirings(obj *autoscalingv1alpha1.CronFederatedHPA, p *cronplan.Plan, no
 		after = next.At
 	}
 	return out
-}
-
-// missedTimes says which scheduled times the plan finds missed, as the
-// controller's history entry for them does.
-func missedTimes(p *cronplan.Plan) string {
-	first, last := p.FirstMissed.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339)
-	switch {
-	case p.Missed >= cronplan.MaxCountedMisses:
-		return fmt.Sprintf("missed at least %d scheduled times from %s to %s", p.Missed, first, last)
-	case p.Missed > 1:
-		return fmt.Sprintf("missed %d scheduled times from %s to %s", p.Missed, first, last)
-	}
-	return "missed the scheduled time " + last
 }
 
 func (f *Firing) setTime(t time.Time, loc *time.Location) {

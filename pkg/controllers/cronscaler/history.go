@@ -77,15 +77,7 @@ func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA
 // recordMissedRange records count missed scheduled times from first to the
 // plan's LastMissed as one failed execution.
 func (c *Controller) recordMissedRange(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, count int, first, now time.Time) {
-	var msg string
-	switch {
-	case count >= cronplan.MaxCountedMisses:
-		msg = fmt.Sprintf("missed at least %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339))
-	case count > 1:
-		msg = fmt.Sprintf("missed %d scheduled times from %s to %s", count, first.UTC().Format(time.RFC3339), p.LastMissed.UTC().Format(time.RFC3339))
-	default:
-		msg = fmt.Sprintf("missed the scheduled time %s", p.LastMissed.UTC().Format(time.RFC3339))
-	}
+	msg := cronplan.MissedTimes(count, first, p.LastMissed)
 	if d := p.Rule.MaxDelaySeconds; d != nil {
 		msg += fmt.Sprintf(": found %s late, more than maxDelaySeconds (%d), or superseded by a later scheduled time", now.Sub(p.LastMissed).Round(time.Second), *d)
 	} else {

@@ -17,7 +17,6 @@ limitations under the License.
 package cronscaler
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -66,12 +65,7 @@ func (c *scheduleCache) get(rule *autoscalingv1alpha1.CronFederatedHPARule) (*cr
 	if ok {
 		return e.sched, e.err
 	}
-	loc, err := cronschedule.RuleLocation(rule.TimeZone)
-	if err != nil {
-		e.err = fmt.Errorf("time zone %q: %w", key.zone, err)
-	} else if e.sched, e.err = cronschedule.Parse(key.expr, loc); e.err != nil {
-		e.err = fmt.Errorf("schedule %q: %w", key.expr, e.err)
-	}
+	_, e.sched, e.err = cronplan.ParseSchedule(rule, time.Local)
 	c.mu.Lock()
 	if len(c.m) >= maxCachedSchedules {
 		c.m = map[scheduleKey]scheduleEntry{}
