@@ -207,3 +207,65 @@ func TestUpdateModeOffCappedAtTheLimit(t *testing.T) {
 	}
 	h.expectEvents()
 }
+
+// TestRecommendationMetricFollowsTheSpec: resizer_recommendation is
+// exported in every mode (Rollout here), per member cluster on Karmada, and
+// a series goes with what it was for: limits no longer set, a resource
+// dropped from the spec, a member no longer placed, the AddonResizer.
+func TestRecommendationMetricFollowsTheSpec(t *testing.T) {
+	series := func(name, cluster, resource, kind string) bool {
+		_, ok := testkit.MetricValue(t, "resizer_recommendation", map[string]string{"namespace": ns, "name": name, "cluster": cluster, "resource": resource, "kind": kind})
+		return ok
+	}
+	expect := func(what, name, cluster, resource, kind string, want bool) {
+		t.Helper()
+		if got := series(name, cluster, resource, kind); got != want {
+			t.Errorf("%s: series %s %q %s %s exported %v; want %v", what, name, cluster, resource, kind, got, want)
+		}
+	}
+
+	h := newHarness(t, addonResizer("rec-metric"), deployment(addonName, resources("cpu=100m", "memory=100Mi")))
+	h.setNodes(10)
+	h.syncAt(t0, "rec-metric")
+	for _, r := range []string{"cpu", "memory"} {
+		for _, k := range []string{"request", "limit"} {
+			expect("Rollout", "rec-metric", "", r, k, true)
+		}
+	}
+	edit := func(at time.Time, change func(*scaleplanev1alpha1.AddonResizer)) {
+		ar := h.get("rec-metric")
+		change(ar)
+		ar.Generation++
+		_, err := h.client.ScaleplaneV1alpha1().AddonResizers(ns).Update(h.ctx, ar, metav1.UpdateOptions{})
+		h.check(err)
+		h.refresh()
+		h.syncAt(at, "rec-metric")
+	}
+	edit(t0.Add(time.Minute), func(ar *scaleplanev1alpha1.AddonResizer) { ar.Spec.SetLimits = ptr.To(false) })
+	expect("setLimits false", "rec-metric", "", "cpu", "request", true)
+	expect("setLimits false", "rec-metric", "", "cpu", "limit", false)
+	expect("setLimits false", "rec-metric", "", "memory", "limit", false)
+	edit(t0.Add(2*time.Minute), func(ar *scaleplanev1alpha1.AddonResizer) {
+		ar.Spec.Resources = []scaleplanev1alpha1.ResourceScaling{ar.Spec.Resources[0]}
+	})
+	expect("memory dropped", "rec-metric", "", "cpu", "request", true)
+	expect("memory dropped", "rec-metric", "", "memory", "request", false)
+
+	k := newKarmadaHarness(t)
+	k.setNodes(0)
+	k.createAR(addonResizer("rec-members", cpuOnly, withUpdateMode(scaleplanev1alpha1.UpdateModeOff)))
+	k.setClusters(member("a", 3, 3, metav1.ConditionTrue), member("b", 50, 50, metav1.ConditionTrue))
+	k.setPlacement("a", "b")
+	k.syncAt(t0, "rec-members")
+	expect("placed on a and b", "rec-members", "a", "cpu", "request", true)
+	expect("placed on a and b", "rec-members", "b", "cpu", "request", true)
+	expect("placed on a and b", "rec-members", "", "cpu", "request", false)
+	k.setPlacement("a")
+	k.syncAt(t0.Add(time.Minute), "rec-members")
+	expect("b no longer placed", "rec-members", "a", "cpu", "request", true)
+	expect("b no longer placed", "rec-members", "b", "cpu", "request", false)
+	h.check(k.client.ScaleplaneV1alpha1().AddonResizers(ns).Delete(k.ctx, "rec-members", metav1.DeleteOptions{}))
+	k.refresh()
+	k.syncAt(t0.Add(time.Hour), "rec-members")
+	expect("deleted", "rec-members", "a", "cpu", "request", false)
+}
