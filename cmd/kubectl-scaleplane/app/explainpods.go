@@ -18,24 +18,21 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/inplaceresize"
 	"github.com/scaleplane/scaleplane/pkg/resizeestimate"
+	"github.com/scaleplane/scaleplane/pkg/resourceoverride"
 )
 
 // PodExplanation is one pod of an InPlace AddonResizer's target, as the
@@ -333,11 +330,11 @@ func targetTemplate(ctx context.Context, c *Clients, ns string, spec *scaleplane
 func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev1alpha1.AddonResizer, estimatorUnits func(int64) int64, warnings *[]string) ([]ClusterExplanation, error) {
 	status := &ar.Status
 	policy := map[string]*corev1.ResourceRequirements{}
-	prefix := "/spec/template/spec/containers/"
+	index := -1 // any container
 	if _, _, i, err := targetTemplate(ctx, c, ns, &ar.Spec); err != nil {
 		*warnings = append(*warnings, fmt.Sprintf("the OverridePolicy's values are read for any container: %v", err))
 	} else {
-		prefix += strconv.Itoa(i) + "/"
+		index = i
 	}
 	if status.OverridePolicy != "" {
 		op, err := c.Scaleplane.PolicyV1alpha1().OverridePolicies(ns).Get(ctx, status.OverridePolicy, metav1.GetOptions{})
@@ -350,7 +347,7 @@ func explainClusters(ctx context.Context, c *Clients, ns string, ar *scaleplanev
 				if rule.TargetCluster == nil {
 					continue
 				}
-				r := overriddenResources(rule.Overriders.Plaintext, prefix)
+				r := resourceoverride.Read(rule.Overriders.Plaintext, index)
 				for _, name := range rule.TargetCluster.ClusterNames {
 					policy[name] = r
 				}
@@ -405,57 +402,6 @@ func sameResourceList(a, b corev1.ResourceList) bool {
 		}
 	}
 	return true
-}
-
-// overriddenResources reads the container resources a rule's plaintext
-// overriders under prefix (the container's path) set: "add" of .../resources/requests/NAME (a quantity) or of
-// .../resources/requests (a map), and the same for limits, as the resizer
-// writes them (its overrideOps); also "replace", which sets them the same
-// way when someone else edits the rule.
-func overriddenResources(ops []policyv1alpha1.PlaintextOverrider, prefix string) *corev1.ResourceRequirements {
-	var out corev1.ResourceRequirements
-	found := false
-	for _, op := range ops {
-		i := strings.Index(op.Path, "/resources/")
-		if i < 0 || !strings.HasPrefix(op.Path, prefix) || op.Operator != policyv1alpha1.OverriderOpAdd && op.Operator != policyv1alpha1.OverriderOpReplace {
-			continue
-		}
-		field, name, _ := strings.Cut(op.Path[i+len("/resources/"):], "/")
-		var list *corev1.ResourceList
-		switch field {
-		case "requests":
-			list = &out.Requests
-		case "limits":
-			list = &out.Limits
-		default:
-			continue
-		}
-		values := map[string]string{}
-		if name != "" {
-			var v string
-			if json.Unmarshal(op.Value.Raw, &v) != nil {
-				continue
-			}
-			values[strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")] = v
-		} else if json.Unmarshal(op.Value.Raw, &values) != nil {
-			continue
-		}
-		for n, v := range values {
-			q, err := resource.ParseQuantity(v)
-			if err != nil {
-				continue
-			}
-			if *list == nil {
-				*list = corev1.ResourceList{}
-			}
-			(*list)[corev1.ResourceName(n)] = q
-			found = true
-		}
-	}
-	if !found {
-		return nil
-	}
-	return &out
 }
 
 // describeResources is "requests cpu=48m,memory=104Mi; limits memory=1Gi".

@@ -21,11 +21,9 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +31,7 @@ import (
 
 	policyv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/policy/v1alpha1"
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/resourceoverride"
 )
 
 // managedByLabel marks the OverridePolicies the resizer writes.
@@ -64,9 +63,7 @@ func containerIndex(tmpl *corev1.PodTemplateSpec, name string) int {
 
 // containerPath is the JSON pointer of the i-th container of an apps/v1
 // workload's pod template (Deployment, StatefulSet and DaemonSet alike).
-func containerPath(i int) string {
-	return "/spec/template/spec/containers/" + strconv.Itoa(i)
-}
+func containerPath(i int) string { return resourceoverride.ContainerPath(i) }
 
 // escapePointer escapes a JSON pointer token (RFC 6901).
 func escapePointer(s string) string {
@@ -295,49 +292,9 @@ func rulesByCluster(p *policyv1alpha1.OverridePolicy) map[string][]policyv1alpha
 
 // heldOfRule reads back what a rule's operations set in container i: the
 // managed requests and limits, one by one or as a whole map (overrideOps).
-// Nil when it sets none.
+// Nil when it sets none. explain reads the policy with the same reader.
 func heldOfRule(ops []policyv1alpha1.PlaintextOverrider, i int) *corev1.ResourceRequirements {
-	out := &corev1.ResourceRequirements{}
-	prefix := containerPath(i) + "/resources/"
-	for _, op := range ops {
-		rest, ok := strings.CutPrefix(op.Path, prefix)
-		if !ok || op.Operator == policyv1alpha1.OverriderOpRemove {
-			continue
-		}
-		field, name, one := strings.Cut(rest, "/")
-		list := &out.Requests
-		switch field {
-		case "requests":
-		case "limits":
-			list = &out.Limits
-		default:
-			continue
-		}
-		values := map[string]string{}
-		if one {
-			var v string
-			if json.Unmarshal(op.Value.Raw, &v) != nil {
-				continue
-			}
-			values[strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")] = v
-		} else if json.Unmarshal(op.Value.Raw, &values) != nil {
-			continue
-		}
-		for n, v := range values {
-			q, err := resource.ParseQuantity(v)
-			if err != nil {
-				continue
-			}
-			if *list == nil {
-				*list = corev1.ResourceList{}
-			}
-			(*list)[corev1.ResourceName(n)] = q
-		}
-	}
-	if len(out.Requests) == 0 && len(out.Limits) == 0 {
-		return nil
-	}
-	return out
+	return resourceoverride.Read(ops, i)
 }
 
 // sameRule compares two rules' overriders as the API server stores them.
