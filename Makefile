@@ -51,6 +51,11 @@ images:
 release:
 	hack/release.sh $(VERSION)
 
+## push-release: push the release in _output/release (images, the chart as an OCI artifact, signatures and attestations) to REGISTRY=host[:port]/path, each by its digest (docs/releasing.md)
+.PHONY: push-release
+push-release:
+	hack/push-release.sh $(REGISTRY)
+
 ## verify-release: build the whole release twice from two clean clones of HEAD and compare every file (the version: the newest in CHANGELOG.md); make test runs its short form
 .PHONY: verify-release
 verify-release:

@@ -38,6 +38,9 @@ TOOLS=(
   "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
   "imagetool|images|."
+  "cosign|cosign|github.com/sigstore/cosign/v2/cmd/cosign"
+  "actionlint|actionlint|github.com/rhysd/actionlint/cmd/actionlint"
+  "cyclonedx-gomod|cyclonedx|github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod"
 )
 
 # A go.work above the repository must not change which versions get built.

@@ -3,9 +3,13 @@
 # directories, runs hack/release.sh in each, and compares every file of the
 # two _output/release trees (SHA256SUMS lists them all: the image archives,
 # whose index digests images.txt names, the plugin archives, the krew
-# manifest, the chart, the notes). Any difference fails, naming the files.
-# Then it checks that the release refuses a bad version, a version without a
-# CHANGELOG.md entry and a tree with changes not committed.
+# manifest, the chart and its OCI artifact, the SBOMs, the provenance, the
+# notes). Any difference fails, naming the files. The releases are unsigned
+# (SCALEPLANE_RELEASE_SIGN=none): an ECDSA signature differs at every run, and
+# what it signs is what is compared here; test/integration/release signs a
+# release and verifies it from a registry. Then it checks that the release
+# refuses a bad version, a version without a CHANGELOG.md entry, a tree with
+# changes not committed, and a release with no way to sign it.
 #
 # Usage: hack/verify-release-reproducible.sh [--short] [vX.Y.Z]
 #
@@ -49,7 +53,8 @@ if [[ "${SHORT}" == 1 ]]; then
   export SCALEPLANE_RELEASE_IMAGE_PLATFORMS="${host}" SCALEPLANE_RELEASE_PLUGIN_PLATFORMS="${host}"
 fi
 COLD_CACHE="${SCALEPLANE_VERIFY_COLD_CACHE:-$((1 - SHORT))}"
-unset SCALEPLANE_RELEASE_ALLOW_DIRTY
+unset SCALEPLANE_RELEASE_ALLOW_DIRTY SCALEPLANE_RELEASE_KEY SCALEPLANE_RELEASE_OUTPUT SCALEPLANE_RELEASE_WORK
+export SCALEPLANE_RELEASE_SIGN=none
 # The clones' hack/install-tools.sh finds the tools this checkout built.
 export SCALEPLANE_BIN_DIR
 
@@ -100,16 +105,20 @@ compare() {
 # refusals checks, in clone a (clean, its release done and compared), that
 # hack/release.sh refuses what docs/releasing.md says it refuses, before it
 # builds anything: a version that is not vMAJOR.MINOR.PATCH[-PRERELEASE], a
-# version without a CHANGELOG.md entry, and a tree with an untracked file.
+# version without a CHANGELOG.md entry, a tree with an untracked file, and no
+# key nor keyless nor none for signing.
 refusals() {
-  local dir="${TMP}/a" args want out
-  for args in "0.1.0|is not vMAJOR.MINOR.PATCH" "v0.0.0-no.changelog|CHANGELOG.md has no entry" "untracked|changes not committed"; do
-    want="${args#*|}" args="${args%%|*}"
+  local dir="${TMP}/a" args want out sign
+  for args in "0.1.0|is not vMAJOR.MINOR.PATCH" "v0.0.0-no.changelog|CHANGELOG.md has no entry" "untracked|changes not committed" "unsigned|a release is signed"; do
+    want="${args#*|}" args="${args%%|*}" sign=none
     if [[ "${args}" == untracked ]]; then
       touch "${dir}/untracked-file"
       args="${VERSION}"
     fi
-    if out="$("${dir}/hack/release.sh" "${args}" 2>&1)" || [[ "${out}" != *"${want}"* ]]; then
+    if [[ "${args}" == unsigned ]]; then
+      sign="" args="${VERSION}"
+    fi
+    if out="$(SCALEPLANE_RELEASE_SIGN="${sign}" "${dir}/hack/release.sh" "${args}" 2>&1)" || [[ "${out}" != *"${want}"* ]]; then
       echo "${out}" >&2
       scaleplane::fatal "hack/release.sh ${args} did not refuse with \"${want}\""
     fi
@@ -122,7 +131,7 @@ main() {
   [[ "${SHORT}" == 1 ]] && form="short (${host})"
   [[ "${COLD_CACHE}" == 1 ]] && form+=", clone b with an empty Go build cache"
   scaleplane::log "reproducibility of release ${VERSION} of ${COMMIT}, ${form}"
-  hack/install-tools.sh imagetool helm
+  hack/install-tools.sh imagetool helm cyclonedx-gomod
   release_in_clone a
   release_in_clone b
   compare

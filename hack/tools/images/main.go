@@ -29,6 +29,17 @@ limitations under the License.
 //	imagetool digest  --archive X.tar
 //	imagetool archive --output X.tar.gz|X.zip --file NAME=PATH ...
 //	imagetool repack  --input chart.tgz --output chart.tgz
+//
+// and stages, publishes and installs a release through an OCI registry
+// (hack/release.sh, hack/push-release.sh, test/integration/release):
+//
+//	imagetool registry --listen 127.0.0.1:0 --address-file F
+//	imagetool chart    --chart NAME-VERSION.tgz --output X.tar
+//	imagetool push     --archive X.tar --reference REGISTRY/REPO:TAG | --prefix REGISTRY/PATH
+//	imagetool save     --output X.tar --prefix REGISTRY/PATH REPO:TAG...
+//	imagetool resolve  --reference REGISTRY/REPO:TAG
+//	imagetool extract  --reference REF --platform os/arch --file PATH --output OUT
+//	imagetool provenance --output F --build-type URI --builder-id URI --subject NAME=sha256:HEX ...
 package main
 
 import (
@@ -56,7 +67,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: imagetool build|inspect|run|digest|archive|repack [flags]")
+		return errors.New("usage: imagetool build|inspect|run|digest|archive|repack|registry|chart|push|save|resolve|extract|provenance [flags]")
 	}
 	switch args[0] {
 	case "build":
@@ -71,7 +82,21 @@ func run(args []string) error {
 		return archiveCommand(args[1:])
 	case "repack":
 		return repackCommand(args[1:])
+	case "registry":
+		return registryCommand(args[1:])
+	case "chart":
+		return chartCommand(args[1:])
+	case "push":
+		return pushCommand(args[1:])
+	case "save":
+		return saveCommand(args[1:])
+	case "resolve":
+		return resolveCommand(args[1:])
+	case "extract":
+		return extractCommand(args[1:])
+	case "provenance":
+		return provenanceCommand(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q: want build, inspect, run, digest, archive or repack", args[0])
+		return fmt.Errorf("unknown command %q: want build, inspect, run, digest, archive, repack, registry, chart, push, save, resolve, extract or provenance", args[0])
 	}
 }

@@ -40,8 +40,9 @@ import (
 	"time"
 )
 
-// digestCommand prints the digest of the image index an archive that
-// `imagetool build` wrote holds: what a registry will serve it by.
+// digestCommand prints the digest of the one index or manifest an archive
+// holds (an image of `imagetool build`, a chart of `imagetool chart`): what a
+// registry will serve it by.
 func digestCommand(args []string) error {
 	fs := flag.NewFlagSet("digest", flag.ContinueOnError)
 	archive := fs.String("archive", "", "the OCI image layout tarball")
@@ -56,11 +57,14 @@ func digestCommand(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	desc, _, err := openIndex(dir)
+	entries, err := layoutEntries(dir)
 	if err != nil {
 		return err
 	}
-	fmt.Println(desc.Digest.String())
+	if len(entries) != 1 {
+		return fmt.Errorf("%s holds %d manifests, want 1", *archive, len(entries))
+	}
+	fmt.Println(entries[0].digest.String())
 	return nil
 }
 
