@@ -122,8 +122,8 @@ refusals() {
       echo "${out}" >&2
       scaleplane::fatal "hack/release.sh ${args} did not refuse with \"${want}\""
     fi
+    rm -f "${dir}/untracked-file"
   done
-  rm -f "${dir}/untracked-file"
 }
 
 main() {

@@ -20,10 +20,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
-	"io"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,13 +196,13 @@ func extractCommand(args []string) error {
 	fs := flag.NewFlagSet("extract", flag.ContinueOnError)
 	reference := fs.String("reference", "", "REGISTRY/REPOSITORY:TAG or @DIGEST")
 	platform := fs.String("platform", "linux/amd64", "the image of the index to read")
-	file := fs.String("file", "", "the path of the file in the image")
+	file := fs.String("file", "", "the path of the file in the image (default: its entrypoint)")
 	output := fs.String("output", "", "where to write it (mode 0755)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *reference == "" || *file == "" || *output == "" {
-		return errors.New("extract needs --reference, --file and --output")
+	if *reference == "" || *output == "" {
+		return errors.New("extract needs --reference and --output")
 	}
 	ref, err := name.ParseReference(*reference, name.StrictValidation)
 	if err != nil {
@@ -227,7 +227,18 @@ func extractCommand(args []string) error {
 			return fmt.Errorf("%s has no image for %s", ref, *platform)
 		}
 	}
-	return extractFile(img, strings.TrimPrefix(*file, "/"), *output)
+	path := *file
+	if path == "" {
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return fmt.Errorf("reading the image's config: %w", err)
+		}
+		if len(cfg.Config.Entrypoint) == 0 {
+			return fmt.Errorf("%s has no entrypoint; name the file with --file", ref)
+		}
+		path = cfg.Config.Entrypoint[0]
+	}
+	return extractFile(img, strings.TrimPrefix(path, "/"), *output)
 }
 
 // extractFile copies the regular file at path of img's merged file system
