@@ -73,9 +73,11 @@ test-unit:
 
 # The tests need only these of the tools (and the scaleplane binaries, which
 # some of them run): the integration tests the control plane, helm and kwok;
-# the unit tests promtool (the chart's alerting rules). Building just them
-# keeps a cold `make test` (CI) inside its time budget.
-TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server promtool
+# the unit tests promtool (the chart's alerting rules); the release's
+# checks cyclonedx-gomod (SBOMs), and test/integration/release cosign and
+# imagetool (a signed release, installed from a registry). Building just
+# them keeps a cold `make test` (CI) inside its time budget.
+TEST_TOOLS := etcd kube-apiserver kube-controller-manager kubectl helm kwok metrics-server promtool imagetool cyclonedx-gomod cosign
 
 ## test-integration: tests against a real etcd + kube-apiserver
 .PHONY: test-integration
