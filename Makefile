@@ -30,7 +30,7 @@ update:
 	hack/update-manifests.sh
 	gofmt -s -w $$(git ls-files '*.go' | grep -v '^pkg/generated/')
 
-## verify: fail when generated code, CRDs or artifacts/deploy are stale, or gofmt / go vet / staticcheck complain
+## verify: fail when generated code, CRDs or artifacts/deploy are stale, or gofmt / go vet / staticcheck / actionlint complain
 .PHONY: verify
 verify:
 	hack/verify-codegen.sh
@@ -40,6 +40,7 @@ verify:
 	$(GO) vet ./...
 	hack/verify-staticcheck.sh
 	hack/verify-chart.sh
+	hack/verify-workflows.sh
 
 ## images: OCI image tarballs of both binaries (linux/amd64 and linux/arm64) in _output/images, no container runtime needed
 .PHONY: images
