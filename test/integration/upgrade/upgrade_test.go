@@ -94,6 +94,10 @@ const (
 		"-f scaleplane/crds/autoscaling.scaleplane.io_addonresizers.yaml " +
 		"-f scaleplane/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
+	// findOff is docs/upgrading.md's command that lists the
+	// AddonResizers with updateMode Off, to deal with before a downgrade.
+	findOff = `kubectl get addonresizers -A -o jsonpath='{range .items[?(@.spec.updateMode=="Off")]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}'`
+
 	commandTimeout = 60 * time.Second
 	waitTimeout    = 30 * time.Second
 )
@@ -959,6 +963,10 @@ func TestUpgradeFrom0_1_0(t *testing.T) {
 
 	t.Run("rollback", func(t *testing.T) {
 		u := u.in(t)
+		out := u.mustRun(nil, "bash", findOff)
+		if want := u.ns + "/metrics-server\n" + u.ns + "/recommend-only\n"; out != want {
+			t.Errorf("%s printed %q, want %q", findOff, out, want)
+		}
 		before := u.snapshot()
 		crds := u.crdVersions()
 		u.mustRun(nil, "helm", "rollback", release, "1", "-n", u.ns)
