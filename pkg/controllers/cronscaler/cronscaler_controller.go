@@ -128,9 +128,8 @@ type Controller struct {
 	// stored says which of scaleplane's added fields the installed CRD
 	// keeps; see Config.Stored.
 	stored StoredFields
-	// started is when Run started its workers: a firing due before it may
-	// have been applied by a predecessor (see inheritedFiring).
-	started time.Time
+	// start is when this process started (see processStart).
+	start processStart
 	// drainTimeout bounds the wait for the syncs in flight when Run stops.
 	drainTimeout time.Duration
 
@@ -201,7 +200,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		drainTimeout: DefaultDrainTimeout,
 		// Construction comes just before the caches sync and Run starts:
 		// a firing due before it was this process's predecessor's.
-		started: clk.Now(),
+		start: processStart{at: clk.Now()},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			failureRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},

@@ -252,7 +252,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.Due).Seconds())
 		fail(resultFailed, reasonScaleFailed, applyErr.Error())
-	case prior.by != "" && !p.Due.Before(c.started):
+	case prior.by != "" && !c.start.inherited(p.Due):
 		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: an earlier attempt may have been applied (its answer was an error), and since then %s of %s; "+
 			"applying it now could undo that change", prior, t))
 	case prior.by != "":
@@ -290,7 +290,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {
-		if f.err == nil && f.won != (values{}) && f.plan.Due.Before(c.started) && f.plan.Due.After(slot) {
+		if f.err == nil && f.won != (values{}) && c.start.inherited(f.plan.Due) && f.plan.Due.After(slot) {
 			slot = f.plan.Due
 		}
 	}

@@ -220,7 +220,7 @@ func statusDigest(status autoscalingv1alpha1.CronFederatedHPAStatus) uint64 {
 // whose change the informer showed has returned, and is in own.
 //
 // A write by the cron-scaler's own field manager made before this process
-// started (started) is its predecessor's, not a second controller's: a new
+// started (see processStart) is its predecessor's, not a second controller's: a new
 // leader's first list may be older than the last status write of the leader
 // before it (client-go lists from the apiserver's watch cache), and the
 // watch then delivers that write as a change this process did not make
@@ -228,7 +228,7 @@ func statusDigest(status autoscalingv1alpha1.CronFederatedHPAStatus) uint64 {
 // process started counts as the predecessor's, so a second scaleplane is
 // reported from its first write after that second (at its next slot at the
 // latest).
-func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string {
+func (w *statusWriters) others(key cache.ObjectName, start processStart) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.objects[key]
@@ -264,7 +264,7 @@ func (w *statusWriters) others(key cache.ObjectName, started time.Time) []string
 				continue
 			}
 		}
-		if s.manager == FieldManager && !s.at.IsZero() && !s.at.After(started.Truncate(time.Second)) {
+		if s.manager == FieldManager && start.predecessorWrote(s.at) {
 			continue
 		}
 		if !slices.Contains(out, s.manager) {
@@ -327,7 +327,7 @@ func newestStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) (string, time.
 // process did not make (see statusWriters).
 func (c *Controller) reportOtherWriters(logger klog.Logger, obj *autoscalingv1alpha1.CronFederatedHPA) {
 	key := cache.MetaObjectToName(obj)
-	for _, manager := range c.writers.others(key, c.started) {
+	for _, manager := range c.writers.others(key, c.start) {
 		foreignStatusWrites.WithLabelValues(manager).Inc()
 		if !c.writers.shouldReport(key, manager, c.clock.Now()) {
 			continue

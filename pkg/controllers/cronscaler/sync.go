@@ -151,7 +151,7 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 func (c *Controller) inherits(plans []rulePlan) bool {
 	for i := range plans {
 		p := &plans[i]
-		if !p.Due.IsZero() && p.Due.Before(c.started) || p.Missed > 0 && p.FirstMissed.Before(c.started) {
+		if !p.Due.IsZero() && c.start.inherited(p.Due) || p.Missed > 0 && c.start.inherited(p.FirstMissed) {
 			return true
 		}
 	}
@@ -229,7 +229,7 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 // named ones was made.
 func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
-	cronplan.Object(obj, base, c.schedules.get, c.started, replanAll, replan, now, func(p cronplan.Plan) {
+	cronplan.Object(obj, base, c.schedules.get, c.start.time(), replanAll, replan, now, func(p cronplan.Plan) {
 		plans = append(plans, rulePlan{Plan: p})
 	})
 	return plans
