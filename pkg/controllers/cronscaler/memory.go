@@ -17,7 +17,6 @@ limitations under the License.
 package cronscaler
 
 import (
-	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -92,17 +91,13 @@ type objectMemory struct {
 	// are kept whatever a status write is answered. Otherwise they hold
 	// only what syncs decided (slots missed or superseded, the next
 	// execution of a new plan), from the replan marks kept in
-	// pendingReplanAll and pendingReplan, which discardPlan gives back.
-	pendingApplied   bool
-	pendingReplanAll time.Time
-	pendingReplan    map[string]time.Time
-	// replanAll and replan are when a change that invalidates the plan of
-	// every rule, or of the named ones, was made (see changeMade); zero:
-	// none. replan and
-	// retries are nil while empty: most objects never need them.
-	replanAll time.Time
-	replan    map[string]time.Time
-	retries   map[string]firingRetry
+	// pendingMarks, which discardPlan gives back.
+	pendingApplied bool
+	pendingMarks   replanMarks
+	// marks are the replan marks of the event handlers (see replanMarks).
+	marks replanMarks
+	// retries is nil while empty: most objects never need it.
+	retries map[string]firingRetry
 	// refused is set, with the generation, once an object with duplicate
 	// rule names was reported, so it is reported once per change.
 	refused           bool
@@ -148,7 +143,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
-	if o != nil && o.written == nil && o.behindRV == "" && len(o.pending) == 0 && len(o.replan) == 0 && o.replanAll.IsZero() &&
+	if o != nil && o.written == nil && o.behindRV == "" && len(o.pending) == 0 && o.marks.empty() &&
 		len(o.retries) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
@@ -158,41 +153,6 @@ func (m *memory) forget(key cache.ObjectName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.objects, key)
-}
-
-// markReplan asks the next sync to plan the named rules (all when all is
-// true) from the change made at.
-func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string, at time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, true)
-	if all && at.After(o.replanAll) {
-		o.replanAll = at
-	}
-	for _, r := range rules {
-		if o.replan == nil {
-			o.replan = map[string]time.Time{}
-		}
-		if at.After(o.replan[r]) {
-			o.replan[r] = at
-		}
-	}
-}
-
-// takeReplan returns and clears the replan marks. A sync that plans from them
-// keeps the new plan in its status, written or pending, so they are not
-// given back if the write fails.
-func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return time.Time{}, nil
-	}
-	all, rules := o.replanAll, o.replan
-	o.replanAll, o.replan = time.Time{}, nil
-	m.prune(key, o)
-	return all, rules
 }
 
 // base decides which status to plan from. It returns stale when the cache is
@@ -261,17 +221,6 @@ func mergePending(status *autoscalingv1alpha1.CronFederatedHPAStatus, pending []
 	}
 }
 
-// peekReplan returns the replan marks without clearing them.
-func (m *memory) peekReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return time.Time{}, nil
-	}
-	return o.replanAll, maps.Clone(o.replan)
-}
-
 // writtenStatus returns the status kept in written, if any.
 func (m *memory) writtenStatus(key cache.ObjectName, uid types.UID) (*autoscalingv1alpha1.CronFederatedHPAStatus, bool) {
 	m.mu.Lock()
@@ -307,18 +256,18 @@ func (m *memory) settled(key cache.ObjectName, uid types.UID) {
 
 // setPending keeps the histories of a sync whose status is not written: one
 // that applied firings (applied), or whose status write failed, planned from
-// the replan marks replanAll and replan. Histories planned over pending ones
-// that hold applied firings hold them too.
-func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory, applied bool, replanAll time.Time, replan map[string]time.Time) {
+// the replan marks. Histories planned over pending ones that hold applied
+// firings hold them too.
+func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory, applied bool, marks replanMarks) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	o.written, o.writtenRV = nil, ""
 	o.pendingApplied = applied || (o.pendingApplied && len(o.pending) > 0)
 	if len(o.pending) == 0 {
-		o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
+		o.pendingMarks = replanMarks{}
 	}
-	o.pendingReplanAll, o.pendingReplan = laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
+	o.pendingMarks.add(marks)
 	o.pending = make([]autoscalingv1alpha1.ExecutionHistory, len(histories))
 	for i := range histories {
 		histories[i].DeepCopyInto(&o.pending[i])
@@ -331,20 +280,21 @@ func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []aut
 // status (a slot found late, say, that a predecessor applied and recorded
 // in a status the new leader's first list did not show yet) must not be
 // written over the newer one. The replan marks the plans were made from,
-// replanAll and replan those of the sync that failed, are given back, so
+// marks those of the sync that failed, are given back, so
 // the retry plans again, from the newer status, as of the same changes; rv
 // is the cached resourceVersion the refused write was made with, older than
 // the apiserver's (see behindRV). It says whether it dropped them; pending
 // histories that hold applied firings are their only record and are kept.
-func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, rv string, replanAll time.Time, replan map[string]time.Time) bool {
+func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, rv string, marks replanMarks) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.object(key, uid, true)
 	if o.pendingApplied && len(o.pending) > 0 {
 		return false
 	}
-	all, rules := laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
-	o.replanAll, o.replan = laterMarks(o.replanAll, o.replan, all, rules)
+	given := o.pendingMarks
+	given.add(marks)
+	o.marks.add(given)
 	o.clearPending()
 	// What this process last wrote is not the newest status either: a
 	// later write of it, whose answer was lost, may be.
@@ -358,24 +308,7 @@ func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, rv string, rep
 func (o *objectMemory) clearPending() {
 	o.pending = nil
 	o.pendingApplied = false
-	o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
-}
-
-// laterMarks merges two sets of replan marks, keeping the later time of
-// each; nil when there are no rule marks.
-func laterMarks(all time.Time, rules map[string]time.Time, moreAll time.Time, more map[string]time.Time) (time.Time, map[string]time.Time) {
-	if moreAll.After(all) {
-		all = moreAll
-	}
-	for r, at := range more {
-		if rules == nil {
-			rules = map[string]time.Time{}
-		}
-		if at.After(rules[r]) {
-			rules[r] = at
-		}
-	}
-	return all, rules
+	o.pendingMarks = replanMarks{}
 }
 
 // pendingStatus returns the status to write for the pending histories: for

@@ -19,7 +19,6 @@ package cronscaler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -75,18 +74,18 @@ func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
 // seed 204865). Pending histories that hold applied firings are kept, as
 // after any other failure: the histories recorded in this sync are in
 // memory, so the retry writes them without firing again.
-func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, replanAll time.Time, replan map[string]time.Time) error {
+func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, marks replanMarks) error {
 	key := cache.MetaObjectToName(obj)
 	status := c.plannedStatus(plans)
 	err := c.writeStatus(ctx, obj, status)
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, obj.ResourceVersion, replanAll, replan):
+	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, obj.ResourceVersion, marks):
 		c.readNewer(ctx, obj)
 		return err
 	}
-	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, replanAll, replan)
+	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, marks)
 	return err
 }
 

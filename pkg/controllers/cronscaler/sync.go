@@ -63,8 +63,8 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	}
 	now := c.clock.Now()
 
-	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
-	plans := c.plan(obj, base, replanAll, replanRules, now)
+	marks := c.memory.takeReplan(key, obj.UID)
+	plans := c.plan(obj, base, marks, now)
 	if !fresh && c.inherits(plans) {
 		live, err := c.readLive(ctx, obj)
 		if err != nil {
@@ -72,7 +72,7 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 		}
 		if live != nil {
 			obj, base = live, live.Status.DeepCopy()
-			plans = c.plan(obj, base, replanAll, replanRules, now)
+			plans = c.plan(obj, base, marks, now)
 		}
 	}
 	wrote := c.fire(ctx, obj, plans, now)
@@ -80,9 +80,9 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if wrote {
 		// The histories planned here are the only record of the firings
 		// until record writes them; the next sync plans from them.
-		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, replanAll, replanRules)
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, marks)
 		record = true
-	} else if err := c.updateStatus(ctx, obj, plans, replanAll, replanRules); err != nil {
+	} else if err := c.updateStatus(ctx, obj, plans, marks); err != nil {
 		// Retried with backoff; the next firing is kept all the same. The
 		// replan marks are kept with the plan made from them, in the
 		// pending status, or given back when that plan is dropped (see
@@ -224,12 +224,11 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 
 // plan plans every rule of the object from base, its status as this sync
 // found it (see memory.base), with pkg/cronplan (see cronplan.Object and
-// cronplan.Rule for the rules). replanAll and replan are when a change seen
-// by the event handlers that invalidated the plan of every rule or of the
-// named ones was made.
-func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
+// cronplan.Rule for the rules) and the replan marks it was handed (see
+// replanMarks).
+func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, marks replanMarks, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
-	cronplan.Object(obj, base, c.schedules.get, c.start.time(), replanAll, replan, now, func(p cronplan.Plan) {
+	cronplan.Object(obj, base, c.schedules.get, c.start.time(), marks.all, marks.rules, now, func(p cronplan.Plan) {
 		plans = append(plans, rulePlan{Plan: p})
 	})
 	return plans
