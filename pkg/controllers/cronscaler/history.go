@@ -40,7 +40,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 	if p.Missed == 0 {
 		return
 	}
-	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
+	r, ok := c.memory.attemptsOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
 	if !ok || !r.slot.Equal(p.FirstMissed) {
 		c.recordMissedRange(obj, p, p.Missed, p.FirstMissed, now)
 		return
@@ -63,7 +63,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 
 // recordUnreachable records a firing none of whose attempts reached the
 // apiserver as missed.
-func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingRetry, now time.Time) {
+func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingAttempts, now time.Time) {
 	msg := fmt.Sprintf("missed the scheduled time %s: the API server could not be reached from %s to %s, past the time the rule may still run (%d attempts, the last with: %s)",
 		r.slot.UTC().Format(time.RFC3339), r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.attempts, r.lastErr)
 	recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{

@@ -96,8 +96,9 @@ type objectMemory struct {
 	pendingMarks   replanMarks
 	// marks are the replan marks of the event handlers (see replanMarks).
 	marks replanMarks
-	// retries is nil while empty: most objects never need it.
-	retries map[string]firingRetry
+	// attempts are the attempts of firings being retried, by rule (see
+	// firingAttempts); nil while empty: most objects never need them.
+	attempts map[string]firingAttempts
 	// refused is set, with the generation, once an object with duplicate
 	// rule names was reported, so it is reported once per change.
 	refused           bool
@@ -105,20 +106,6 @@ type objectMemory struct {
 	// abandoned is set once pending histories that could not be written
 	// before the controller stopped were reported.
 	abandoned bool
-}
-
-// firingRetry is a firing whose target write failed for a transient reason and is
-// tried again while its scheduled time may still run.
-type firingRetry struct {
-	slot     time.Time
-	attempts int
-	first    time.Time
-	lastErr  string
-	// answered and unanswered count the attempts the apiserver answered
-	// (with an error) and those it did not (see isUnreachable); lastAnswer
-	// is the last answered attempt's error.
-	answered, unanswered int
-	lastAnswer           string
 }
 
 func newMemory() *memory {
@@ -144,7 +131,7 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
 	if o != nil && o.written == nil && o.behindRV == "" && len(o.pending) == 0 && o.marks.empty() &&
-		len(o.retries) == 0 && !o.refused {
+		len(o.attempts) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
 }
@@ -371,30 +358,6 @@ func (m *memory) abandon(key cache.ObjectName) bool {
 	}
 	o.abandoned = true
 	return true
-}
-
-// retryOf returns the retry of the rule's firing, if any.
-func (m *memory) retryOf(key cache.ObjectName, uid types.UID, rule string) (firingRetry, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return firingRetry{}, false
-	}
-	r, ok := o.retries[rule]
-	return r, ok
-}
-
-// setRetries replaces the object's retries with those of this sync.
-func (m *memory) setRetries(key cache.ObjectName, uid types.UID, retries map[string]firingRetry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, len(retries) > 0)
-	if o == nil {
-		return
-	}
-	o.retries = retries
-	m.prune(key, o)
 }
 
 // refuse records that the object was reported as refused at generation and
