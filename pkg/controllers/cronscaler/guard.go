@@ -198,7 +198,7 @@ func (w *statusWriters) saw(key cache.ObjectName, obj *autoscalingv1alpha1.CronF
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l := w.log(key)
-	manager, at := newestStatusWrite(obj)
+	manager, at := timelineOf(obj).newestStatusWrite()
 	l.seen = append(l.seen, seenWrite{resourceVersion: obj.ResourceVersion, manager: manager, at: at, status: &obj.Status})
 }
 
@@ -305,22 +305,6 @@ func (w *statusWriters) forget(key cache.ObjectName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.objects, key)
-}
-
-// newestStatusWrite is the manager and time of the object's newest status
-// write, as its managedFields say; "unknown" and zero without them.
-func newestStatusWrite(obj *autoscalingv1alpha1.CronFederatedHPA) (string, time.Time) {
-	manager := "unknown"
-	var newest time.Time
-	for _, f := range obj.ManagedFields {
-		if f.Subresource != "status" || f.Time == nil {
-			continue
-		}
-		if manager == "unknown" || f.Time.Time.After(newest) {
-			manager, newest = f.Manager, f.Time.Time
-		}
-	}
-	return manager, newest
 }
 
 // reportOtherWriters reports the status writes of the object that this

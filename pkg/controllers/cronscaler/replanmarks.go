@@ -26,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
-	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 // replanMarks are the changes of an object, seen by the event handlers,
@@ -152,7 +151,7 @@ func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []
 
 // changeMade is when a change the watch delivered at now was made: the
 // newest time of a write other than a status write in the object's
-// managedFields (see cronplan.LastSpecChange), now without them. An edit made just
+// managedFields (see timeline), now without them. An edit made just
 // before a slot and delivered just after it is thus planned from before the
 // slot, whose first slot of the new plan runs (issue 26, case 3). The
 // apiserver keeps seconds: an edit in the slot's own second reads as the
@@ -165,7 +164,7 @@ func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []
 // process's are apart; planning from it could replay a slot skipped before
 // the change (a rule resumed, say). Such a change is planned from now.
 func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	if at := cronplan.LastSpecChange(obj, now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
+	if at := timelineOf(obj).lastSpecChange(now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
 		return at
 	}
 	return now
