@@ -134,8 +134,7 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
-		c.writers.wrote(key, stored.ResourceVersion, stored.Status)
-		c.memory.setWritten(key, obj.UID, stored.Status, stored.ResourceVersion)
+		c.journalStored(key, obj.UID, stored.Status, stored.ResourceVersion)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Deleted meanwhile: nothing left to record.
@@ -147,7 +146,7 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	}
 	if mayHaveCommitted(err) {
 		// The watch may deliver it: it is this process's own write.
-		c.writers.unacknowledged(key, status)
+		c.journalLost(key, status)
 	}
 	if !isUnreachable(err) {
 		// While the apiserver gives no answer an event could not be
