@@ -185,7 +185,7 @@ func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
 // predecessor's last status write plans from that older status, finds the
 // slot the predecessor applied and recorded more than maxDelaySeconds late,
 // and records it missed. Here the read made to check the first list (see
-// readLive) gets no answer, so the decision is made from the older status;
+// readBeforeInherited) gets no answer, so the decision is made from the older status;
 // its status write conflicts (the cache is behind), and that decision must
 // not be kept and written once the cache catches up: the slot would then be
 // recorded both applied and missed, and the predecessor's record of it

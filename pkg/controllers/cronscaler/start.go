@@ -28,7 +28,7 @@ import "time"
 // controllers"):
 //   - A slot before it is inherited (see inherited): a predecessor may have
 //     applied it and died before recording it, so the object is read fresh
-//     before it is decided (see readLive) and its target's
+//     before it is decided (see readBeforeInherited) and its target's
 //     managedFields are checked before it is applied (see priorWrite).
 //   - A status write of the cron-scaler's own field manager timed no later
 //     than its second is a predecessor's, not a second controller's (see

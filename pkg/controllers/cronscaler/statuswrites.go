@@ -82,24 +82,11 @@ func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.
 	case err == nil:
 		return nil
 	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, obj.ResourceVersion, marks):
-		c.readNewer(ctx, obj)
+		c.readAfterConflict(ctx, obj)
 		return err
 	}
 	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, marks)
 	return err
-}
-
-// readNewer reads the object after a status write conflicted and keeps it
-// until the cache shows it (see memory.base), so the retry plans from it.
-// When the read fails the retry reads it again (see baseOf) before it plans:
-// until the cache shows a newer version, it is known to be behind.
-func (c *Controller) readNewer(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) {
-	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).Get(ctx, obj.Name, metav1.GetOptions{})
-	if err != nil || live.UID != obj.UID {
-		klog.FromContext(ctx).V(4).Info("Could not read the object after a status conflict; the retry reads it again before it plans", "err", err)
-		return
-	}
-	c.memory.setWritten(cache.MetaObjectToName(obj), live.UID, live.Status, live.ResourceVersion)
 }
 
 // plannedStatus is the planned histories, in spec order, as the installed
