@@ -17,14 +17,8 @@ limitations under the License.
 package cronscaler
 
 import (
-	"slices"
 	"sync"
-	"time"
 
-	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -142,50 +136,4 @@ func (m *memory) accept(key cache.ObjectName, uid types.UID) {
 		o.refused = false
 		m.prune(key, o)
 	}
-}
-
-// sameStatus compares two statuses as the apiserver stores them.
-func sameStatus(a, b autoscalingv1alpha1.CronFederatedHPAStatus) bool {
-	return equality.Semantic.DeepEqual(normalize(a), normalize(b))
-}
-
-// normalize makes status comparable after a round trip through JSON: times
-// have second precision and empty lists are nil.
-func normalize(s autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
-	out := *s.DeepCopy()
-	if len(out.ExecutionHistories) == 0 {
-		out.ExecutionHistories = nil
-	}
-	for i := range out.ExecutionHistories {
-		h := &out.ExecutionHistories[i]
-		h.NextExecutionTime = truncate(h.NextExecutionTime)
-		h.LastScheduleTime = truncate(h.LastScheduleTime)
-		if len(h.SuccessfulExecutions) == 0 {
-			h.SuccessfulExecutions = nil
-		}
-		if len(h.FailedExecutions) == 0 {
-			h.FailedExecutions = nil
-		}
-		for j := range h.SuccessfulExecutions {
-			e := &h.SuccessfulExecutions[j]
-			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
-		}
-		for j := range h.FailedExecutions {
-			e := &h.FailedExecutions[j]
-			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
-		}
-	}
-	return out
-}
-
-func truncate(t *metav1.Time) *metav1.Time {
-	if t == nil {
-		return nil
-	}
-	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
-}
-
-// historyIndex is the index of the rule's history in status, -1 if none.
-func historyIndex(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) int {
-	return slices.IndexFunc(status.ExecutionHistories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == rule })
 }

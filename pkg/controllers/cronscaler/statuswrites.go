@@ -89,20 +89,6 @@ func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.
 	return err
 }
 
-// plannedStatus is the planned histories, in spec order, as the installed
-// schema stores them (lastScheduleTime only where it is kept).
-func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
-	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
-	for i := range plans {
-		h := plans[i].History
-		if !c.stored.LastScheduleTime {
-			h.LastScheduleTime = nil
-		}
-		status.ExecutionHistories = append(status.ExecutionHistories, h)
-	}
-	return status
-}
-
 // writeStatus writes status unless the object read already has it, with the
 // resourceVersion the sync read: a stale cache makes it conflict instead of
 // overwriting newer status. What the apiserver stored is remembered until the

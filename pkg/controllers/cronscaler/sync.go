@@ -97,19 +97,6 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	return d, record, nil
 }
 
-// dormantStatus is the status of an object without rules: the histories of
-// its last rules, with no next execution. They are kept, not emptied, so
-// that a rule added back later (while the controller is down, say) is planned
-// from the time it was added (see cronplan.RuleStart) instead of the object's
-// creation, which would run again a slot that was already applied.
-func dormantStatus(base *autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
-	status := base.DeepCopy()
-	for i := range status.ExecutionHistories {
-		status.ExecutionHistories[i].NextExecutionTime = nil
-	}
-	return *status
-}
-
 // duplicateRuleNames returns the names used by more than one rule.
 func duplicateRuleNames(rules []autoscalingv1alpha1.CronFederatedHPARule) []string {
 	seen := make(map[string]int, len(rules))
