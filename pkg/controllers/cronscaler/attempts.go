@@ -157,7 +157,7 @@ const (
 // for; zero if none. An error does not say that the write did not happen (a
 // timeout after etcd committed it, a connection reset before the answer): a
 // change another manager made to the target since would be undone by the
-// retry. Such a firing is checked as an inherited one (see inheritedFiring)
+// retry. Such a firing is checked as an inherited one (see priorWrite)
 // before it is tried again.
 func (c *Controller) retriedSlot(obj *autoscalingv1alpha1.CronFederatedHPA, due []*firing) time.Time {
 	var slot time.Time

@@ -147,7 +147,7 @@ type Controller struct {
 // FieldManager names the cron-scaler in the managedFields of what it
 // writes: its targets (scale subresource, FederatedHPA, HPA) and
 // CronFederatedHPA status. A target's entry says whether and when the
-// cron-scaler last changed it (see inheritedFiring).
+// cron-scaler last changed it (see priorWrite).
 const FieldManager = cronplan.FieldManager
 
 // Config is what the cron-scaler is built from.
@@ -161,7 +161,7 @@ type Config struct {
 	KubeClient kubernetes.Interface
 	Scales     scale.ScalesGetter
 	// Metadata reads the managedFields of scale targets for firings a
-	// predecessor may have applied (see inheritedFiring).
+	// predecessor may have applied (see priorWrite).
 	Metadata metadata.Interface
 	// Mapper maps target kinds to resources for the scale client; it is
 	// reset when a kind is not found, to pick up CRDs installed later.

@@ -216,7 +216,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 }
 
 // inheritedSlot returns the latest scheduled time among the due firings
-// that came before this process started (see inheritedFiring); zero if none.
+// that came before this process started (see priorWrite); zero if none.
 func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {

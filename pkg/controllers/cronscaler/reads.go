@@ -110,7 +110,7 @@ func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 
 // inherits says whether the plans decide a scheduled time that came before
 // this process started: a firing due now (a predecessor may have applied it,
-// see inheritedFiring), or one found too late to run (a predecessor may have
+// see priorWrite), or one found too late to run (a predecessor may have
 // applied and recorded it, in a status the first list does not show yet;
 // recorded missed from that list, it would be recorded two ways once the
 // sync's histories are written, which they are when the sync applies
