@@ -179,8 +179,7 @@ func (c *Controller) laterSlots(obj *autoscalingv1alpha1.CronFederatedHPA, now t
 		}
 		key := cache.MetaObjectToName(o)
 		base := c.memory.peek(key, o)
-		replanAll, replan := c.memory.peekReplan(key, o.UID)
-		plans := c.plan(o, base, replanAll, replan, now)
+		plans := c.plan(o, base, c.memory.peekReplan(key, o.UID), now)
 		for i := range plans {
 			p := &plans[i]
 			for _, e := range p.History.SuccessfulExecutions {

@@ -19,8 +19,6 @@ package cronscaler
 import (
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
@@ -31,12 +29,9 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // stripForCache is the CronFederatedHPA informer's transform: it drops from
 // each cached object what the cron-scaler never reads, which at 100,000
 // objects is much of the cache (test/bench/README.md has the heap profiles).
-// Kept: spec, status, and of managedFields the newest entry of the object,
-// the newest of its status and the cron-scaler's own status entry, each with
-// its manager, operation, subresource and time (planning reads when the
-// object was last changed and when the cron-scaler last wrote its plan, the
-// guard who wrote status last); dropped: the other entries, the entries'
-// field sets, and kubectl's last-applied copy. The strings every object
+// Kept: spec, status, and of managedFields the entries the object's
+// timeline is read from (see keepTimeline); dropped: the other entries, the
+// entries' field sets, and kubectl's last-applied copy. The strings every object
 // repeats (its kind, namespace, the managers, the target's kind) are shared
 // (see interner). Writes stay correct: a status write sends no managedFields
 // (the apiserver keeps its own) and the apiserver takes nothing but status
@@ -47,7 +42,7 @@ func stripForCache(obj any) (any, error) {
 		// A tombstone of a deleted object passes as it is.
 		return obj, nil
 	}
-	cron.ManagedFields = newestEntries(cron.ManagedFields)
+	cron.ManagedFields = keepTimeline(cron.ManagedFields)
 	if _, ok := cron.Annotations[lastAppliedAnnotation]; ok {
 		delete(cron.Annotations, lastAppliedAnnotation)
 		if len(cron.Annotations) == 0 {
@@ -56,50 +51,6 @@ func stripForCache(obj any) (any, error) {
 	}
 	internStrings(cron)
 	return cron, nil
-}
-
-// newestEntries keeps, without field sets, the newest managedFields entry of
-// the object itself, the newest of its status subresource and the newest
-// status entry of the cron-scaler's own field manager: all that
-// cronplan.LastSpecChange, newestStatusWrite and cronplan.OwnStatusWrite
-// read. Entries of other subresources are dropped (a CronFederatedHPA has none but status).
-func newestEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	var object, status, own *metav1.ManagedFieldsEntry
-	for i := range entries {
-		e := &entries[i]
-		switch e.Subresource {
-		case "":
-			if object == nil || newer(e, object) {
-				object = e
-			}
-		case "status":
-			if status == nil || newer(e, status) {
-				status = e
-			}
-			if e.Manager == FieldManager && (own == nil || newer(e, own)) {
-				own = e
-			}
-		}
-	}
-	if own == status {
-		own = nil
-	}
-	var kept []metav1.ManagedFieldsEntry
-	for _, e := range []*metav1.ManagedFieldsEntry{object, status, own} {
-		if e != nil {
-			kept = append(kept, metav1.ManagedFieldsEntry{
-				Manager: intern(e.Manager), Operation: metav1.ManagedFieldsOperationType(intern(string(e.Operation))),
-				Subresource: intern(e.Subresource), Time: e.Time,
-			})
-		}
-	}
-	return kept
-}
-
-// newer says whether a was written after b; an entry without a time is
-// never newer (the apiserver sets one on every write it tracks).
-func newer(a, b *metav1.ManagedFieldsEntry) bool {
-	return a.Time != nil && (b.Time == nil || a.Time.After(b.Time.Time))
 }
 
 // internStrings shares the strings that repeat across objects.

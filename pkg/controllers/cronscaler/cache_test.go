@@ -64,7 +64,7 @@ func TestStripForCache(t *testing.T) {
 	if at := cronplan.LastSpecChange(got, metav1Time("2024-05-02 00:00:00").Time); !at.Equal(metav1Time("2024-05-01 07:00:00").Time) {
 		t.Errorf("cronplan.LastSpecChange of the cached object = %v; want 07:00, as on the whole object", at)
 	}
-	if m, _ := newestStatusWrite(got); m != FieldManager {
+	if m, _ := timelineOf(got).newestStatusWrite(); m != FieldManager {
 		t.Errorf("newestStatusWrite of the cached object = %q; want %q, as on the whole object", m, FieldManager)
 	}
 	if _, ok := got.Annotations[lastAppliedAnnotation]; ok || got.Annotations["team"] != "web" {
@@ -83,7 +83,7 @@ func TestStripForCache(t *testing.T) {
 	}
 	out, _ = stripForCache(foreign)
 	got = out.(*autoscalingv1alpha1.CronFederatedHPA)
-	if m, _ := newestStatusWrite(got); m != "karmada-controller-manager" {
+	if m, _ := timelineOf(got).newestStatusWrite(); m != "karmada-controller-manager" {
 		t.Errorf("newestStatusWrite of the cached object = %q; want karmada-controller-manager", m)
 	}
 	if at := cronplan.OwnStatusWrite(got); !at.Equal(later.Time) {

@@ -128,9 +128,8 @@ type Controller struct {
 	// stored says which of scaleplane's added fields the installed CRD
 	// keeps; see Config.Stored.
 	stored StoredFields
-	// started is when Run started its workers: a firing due before it may
-	// have been applied by a predecessor (see inheritedFiring).
-	started time.Time
+	// start is when this process started (see processStart).
+	start processStart
 	// drainTimeout bounds the wait for the syncs in flight when Run stops.
 	drainTimeout time.Duration
 
@@ -148,7 +147,7 @@ type Controller struct {
 // FieldManager names the cron-scaler in the managedFields of what it
 // writes: its targets (scale subresource, FederatedHPA, HPA) and
 // CronFederatedHPA status. A target's entry says whether and when the
-// cron-scaler last changed it (see inheritedFiring).
+// cron-scaler last changed it (see priorWrite).
 const FieldManager = cronplan.FieldManager
 
 // Config is what the cron-scaler is built from.
@@ -162,7 +161,7 @@ type Config struct {
 	KubeClient kubernetes.Interface
 	Scales     scale.ScalesGetter
 	// Metadata reads the managedFields of scale targets for firings a
-	// predecessor may have applied (see inheritedFiring).
+	// predecessor may have applied (see priorWrite).
 	Metadata metadata.Interface
 	// Mapper maps target kinds to resources for the scale client; it is
 	// reset when a kind is not found, to pick up CRDs installed later.
@@ -201,7 +200,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		drainTimeout: DefaultDrainTimeout,
 		// Construction comes just before the caches sync and Run starts:
 		// a firing due before it was this process's predecessor's.
-		started: clk.Now(),
+		start: processStart{at: clk.Now()},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			failureRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cron_scaler", Clock: clk},

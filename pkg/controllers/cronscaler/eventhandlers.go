@@ -19,15 +19,11 @@ package cronscaler
 import (
 	"context"
 	"sync"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
-	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 func (c *Controller) onAdd(ctx context.Context, obj any) {
@@ -74,56 +70,6 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 		}
 	}
 	c.queue.Add(key)
-}
-
-// changeMade is when a change the watch delivered at now was made: the
-// newest time of a write other than a status write in the object's
-// managedFields (see cronplan.LastSpecChange), now without them. An edit made just
-// before a slot and delivered just after it is thus planned from before the
-// slot, whose first slot of the new plan runs (issue 26, case 3). The
-// apiserver keeps seconds: an edit in the slot's own second reads as the
-// slot's time and is planned from there, so the slot, which it may have
-// followed, is not the new plan's.
-//
-// A time more than maxChangeLag before now is not taken: the watch delivers
-// a change within seconds, or within the relist after a gap, and a change
-// that reads as much older says that the apiserver's clock and this
-// process's are apart; planning from it could replay a slot skipped before
-// the change (a rule resumed, say). Such a change is planned from now.
-func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.Time {
-	if at := cronplan.LastSpecChange(obj, now); !at.IsZero() && now.Sub(at) <= maxChangeLag {
-		return at
-	}
-	return now
-}
-
-// maxChangeLag bounds how long before it is seen a change may have been
-// made to be planned from then (see changeMade).
-const maxChangeLag = time.Hour
-
-// replanned returns whether every rule must be planned again, or which ones.
-func replanned(oldCron, newCron *autoscalingv1alpha1.CronFederatedHPA) (bool, []string) {
-	if !equality.Semantic.DeepEqual(oldCron.Spec.ScaleTargetRef, newCron.Spec.ScaleTargetRef) {
-		return true, nil
-	}
-	old := make(map[string]*autoscalingv1alpha1.CronFederatedHPARule, len(oldCron.Spec.Rules))
-	for i := range oldCron.Spec.Rules {
-		old[oldCron.Spec.Rules[i].Name] = &oldCron.Spec.Rules[i]
-	}
-	var rules []string
-	for i := range newCron.Spec.Rules {
-		r := &newCron.Spec.Rules[i]
-		o, ok := old[r.Name]
-		if !ok {
-			rules = append(rules, r.Name)
-			continue
-		}
-		resumed := ptr.Deref(o.Suspend, false) && !ptr.Deref(r.Suspend, false)
-		if resumed || o.Schedule != r.Schedule || ptr.Deref(o.TimeZone, "") != ptr.Deref(r.TimeZone, "") {
-			rules = append(rules, r.Name)
-		}
-	}
-	return false, rules
 }
 
 func (c *Controller) onDelete(ctx context.Context, obj any) {

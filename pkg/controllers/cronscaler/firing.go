@@ -105,7 +105,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	for i := range plans {
 		c.recordMissed(obj, &plans[i], now)
 	}
-	retries := map[string]firingRetry{}
+	retries := map[string]firingAttempts{}
 	for _, f := range due {
 		// A firing that won no field is superseded whatever became of the
 		// write: the later firing that took its fields may be on the
@@ -118,7 +118,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 		}
 		c.recordFiring(obj, t, f, due, prior, applyErr, now)
 	}
-	c.memory.setRetries(cache.MetaObjectToName(obj), obj.UID, retries)
+	c.memory.setAttempts(cache.MetaObjectToName(obj), obj.UID, retries)
 	for i := range plans {
 		if plans[i].Invalid != nil {
 			c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonInvalidRule, "Rule %q cannot be scheduled: %v", plans[i].Rule.Name, plans[i].Invalid)
@@ -158,76 +158,6 @@ func mergeFirings(due []*firing) values {
 	return merged
 }
 
-// retryFiring leaves the plan's firing to be tried again: nextExecutionTime
-// stays its scheduled time (it is still to run), the attempt's reason is a
-// Warning event, and the next attempt comes with exponential backoff, never
-// later than the firing's deadline, when it is given up.
-//
-// Attempts the apiserver did not answer at all (see isUnreachable) are
-// counted apart: they cost nothing but a failed dial and their events could
-// not be delivered, so they are retried every few seconds for the first
-// minutes (a restart of the control plane), then at most every 30 s, and
-// only the first of them is an event. An answered attempt after them backs
-// off from its own count.
-func (c *Controller) retryFiring(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, err error, now time.Time) firingRetry {
-	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
-	if !ok || !r.slot.Equal(p.Due) {
-		r = firingRetry{slot: p.Due, first: now}
-	}
-	r.attempts++
-	r.lastErr = err.Error()
-	unreachable := isUnreachable(err)
-	var backoff time.Duration
-	if unreachable {
-		r.unanswered++
-		backoff = unreachableBackoff(r.unanswered, now.Sub(r.first))
-	} else {
-		r.answered++
-		r.lastAnswer = err.Error()
-		backoff = retryBackoff(r.answered)
-	}
-	p.History.NextExecutionTime = metaTime(p.Due)
-	p.retryAt = now.Add(backoff)
-	if p.retryAt.After(p.Deadline) {
-		p.retryAt = p.Deadline
-	}
-	if unreachable && r.unanswered > 1 {
-		return r
-	}
-	c.recorder.Eventf(obj, corev1.EventTypeWarning, reasonScaleFailed, "Rule %q (scheduled %s): attempt %d failed, will retry until %s: %v",
-		p.Rule.Name, p.Due.UTC().Format(time.RFC3339), r.attempts, p.Deadline.UTC().Format(time.RFC3339), err)
-	return r
-}
-
-// unreachableBackoff is the wait after the n-th attempt the apiserver did
-// not answer, the first of them since the firing's first attempt: as
-// retryBackoff, at most maxUnreachableBackoff during the first
-// fastUnreachableRetries (how late after a restart of the control plane a
-// firing still in time runs), at most maxUnreachableSlowBackoff after.
-func unreachableBackoff(n int, since time.Duration) time.Duration {
-	if since < fastUnreachableRetries {
-		return min(retryBackoff(n), maxUnreachableBackoff)
-	}
-	return min(retryBackoff(n), maxUnreachableSlowBackoff)
-}
-
-// retryBackoff is the wait after attempt n of a firing: 1s doubling, at most
-// 5 minutes, so a target that is down for hours costs a few requests.
-func retryBackoff(attempts int) time.Duration {
-	d := time.Second
-	for i := 1; i < attempts && d < maxRetryBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxRetryBackoff)
-}
-
-const (
-	maxRetryBackoff           = 5 * time.Minute
-	maxUnreachableBackoff     = 4 * time.Second
-	maxUnreachableSlowBackoff = 30 * time.Second
-	fastUnreachableRetries    = 2 * time.Minute
-)
-
 func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t target, f *firing, due []*firing, prior priorWrite, applyErr error, now time.Time) {
 	p := f.plan
 	scheduled := p.Due.UTC().Format(time.RFC3339)
@@ -252,7 +182,7 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 	case applyErr != nil:
 		firingSkew.Observe(now.Sub(p.Due).Seconds())
 		fail(resultFailed, reasonScaleFailed, applyErr.Error())
-	case prior.by != "" && !p.Due.Before(c.started):
+	case prior.by != "" && !c.start.inherited(p.Due):
 		fail(resultFailed, reasonNotReapplied, fmt.Sprintf("not applied: an earlier attempt may have been applied (its answer was an error), and since then %s of %s; "+
 			"applying it now could undo that change", prior, t))
 	case prior.by != "":
@@ -286,32 +216,11 @@ func (c *Controller) recordFiring(obj *autoscalingv1alpha1.CronFederatedHPA, t t
 }
 
 // inheritedSlot returns the latest scheduled time among the due firings
-// that came before this process started (see inheritedFiring); zero if none.
+// that came before this process started (see priorWrite); zero if none.
 func (c *Controller) inheritedSlot(due []*firing) time.Time {
 	var slot time.Time
 	for _, f := range due {
-		if f.err == nil && f.won != (values{}) && f.plan.Due.Before(c.started) && f.plan.Due.After(slot) {
-			slot = f.plan.Due
-		}
-	}
-	return slot
-}
-
-// retriedSlot returns the latest scheduled time among the due firings that
-// this process already tried to apply, for the same slot, and got an error
-// for; zero if none. An error does not say that the write did not happen (a
-// timeout after etcd committed it, a connection reset before the answer): a
-// change another manager made to the target since would be undone by the
-// retry. Such a firing is checked as an inherited one (see inheritedFiring)
-// before it is tried again.
-func (c *Controller) retriedSlot(obj *autoscalingv1alpha1.CronFederatedHPA, due []*firing) time.Time {
-	var slot time.Time
-	key := cache.MetaObjectToName(obj)
-	for _, f := range due {
-		if f.err != nil || f.won == (values{}) || !f.plan.Due.After(slot) {
-			continue
-		}
-		if r, ok := c.memory.retryOf(key, obj.UID, f.plan.Rule.Name); ok && r.slot.Equal(f.plan.Due) {
+		if f.err == nil && f.won != (values{}) && c.start.inherited(f.plan.Due) && f.plan.Due.After(slot) {
 			slot = f.plan.Due
 		}
 	}

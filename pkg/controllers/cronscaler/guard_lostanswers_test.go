@@ -275,7 +275,7 @@ func TestLostStatusWriteStaysOwnThroughManyRetries(t *testing.T) {
 	obj.Status = stored
 	obj.ManagedFields = cronStatusEntry("2024-05-01 08:00:01")
 	w.saw(key, obj)
-	if others := w.others(key, started); len(others) > 0 {
+	if others := w.others(key, processStart{at: started}); len(others) > 0 {
 		t.Errorf("the stored write whose answer was lost was taken for %v's", others)
 	}
 }
@@ -315,7 +315,7 @@ func TestLostStatusWritesThatFlipFlopStayOwn(t *testing.T) {
 		obj.Status = st
 		obj.ManagedFields = cronStatusEntry("2024-05-01 08:00:01")
 		w.saw(key, obj)
-		if others := w.others(key, started); len(others) > 0 {
+		if others := w.others(key, processStart{at: started}); len(others) > 0 {
 			t.Errorf("stored write %d of 2, whose answer was lost, was taken for %v's", i+1, others)
 		}
 	}

@@ -185,7 +185,7 @@ func TestPredecessorStatusWriteIsNotAnotherController(t *testing.T) {
 // predecessor's last status write plans from that older status, finds the
 // slot the predecessor applied and recorded more than maxDelaySeconds late,
 // and records it missed. Here the read made to check the first list (see
-// readLive) gets no answer, so the decision is made from the older status;
+// readBeforeInherited) gets no answer, so the decision is made from the older status;
 // its status write conflicts (the cache is behind), and that decision must
 // not be kept and written once the cache catches up: the slot would then be
 // recorded both applied and missed, and the predecessor's record of it
@@ -299,7 +299,7 @@ func TestOwnWriteMergedByARelistIsNotAnotherController(t *testing.T) {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: ptr.To(metav1.Now())}}}}
 	merged.Status = *written.DeepCopy()
 	w.saw(key, merged)
-	if got := w.others(key, time.Now().Add(-time.Hour)); len(got) != 0 {
+	if got := w.others(key, processStart{at: time.Now().Add(-time.Hour)}); len(got) != 0 {
 		t.Errorf("own write merged by a relist reported as %v", got)
 	}
 	if n := w.size(); n != 0 {
@@ -311,7 +311,7 @@ func TestOwnWriteMergedByARelistIsNotAnotherController(t *testing.T) {
 	other.ResourceVersion = "118"
 	other.Status.ExecutionHistories[0].RuleName = "x"
 	w.saw(key, other)
-	if got := w.others(key, time.Now().Add(-time.Hour)); len(got) != 1 {
+	if got := w.others(key, processStart{at: time.Now().Add(-time.Hour)}); len(got) != 1 {
 		t.Errorf("a different status at an unknown resourceVersion: %v, want it reported", got)
 	}
 }

@@ -36,7 +36,7 @@ import (
 // retried while they fail, until the drain timeout; only then does Run
 // return, and the controller manager release its leader-election lease. A
 // firing applied but not recorded by then is reported, and inherited by the
-// next leader (see inheritedFiring).
+// next leader (see priorWrite).
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	defer c.records.ShutDown()
@@ -156,7 +156,7 @@ func (c *Controller) recordWhileDraining(ctx context.Context, key cache.ObjectNa
 // reportUnrecorded says that firings of the object were applied to their
 // targets but could not be recorded in its status before the controller
 // stopped. The next leader plans from status, finds them due, and checks
-// the target before applying them again (see inheritedFiring).
+// the target before applying them again (see priorWrite).
 func (c *Controller) reportUnrecorded(ctx context.Context, key cache.ObjectName, err error) {
 	if !c.memory.abandon(key) {
 		// Reported already: the key was queued twice while stopping.

@@ -17,52 +17,35 @@ limitations under the License.
 package cronscaler
 
 import (
-	"maps"
-	"slices"
-	"sort"
 	"sync"
-	"time"
 
-	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
-	"github.com/scaleplane/scaleplane/pkg/cronplan"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
-// memory is what this process knows about CronFederatedHPAs that their
-// status, as the informer cache shows it, may not say yet.
+// memory is what this process holds of each CronFederatedHPA that its
+// status, as the informer's cache shows it, may not say (yet): one
+// objectMemory per object, one field per concept of the plan state
+// (docs/architecture.md, "The cron-scaler's plan state"), each with its
+// type, invariants and ways in and out in a file of its own: the journal
+// of its status writes (statusJournal, journal.go), the replan marks
+// (replanMarks, replanmarks.go) and the attempts of firings being retried
+// (firingAttempts, attempts.go). This file holds only what they share:
+// the lock, the object's identity and when its memory is dropped.
 //
-// Why it exists: a firing applies the target first and records it in status
-// second (one status write per sync), and in a burst the status write waits
-// until the other targets are written: meanwhile the firing is recorded in
-// the pending histories here, and a sync plans from them. If the status write fails (a conflict
-// because the cache was stale, or the API server was briefly unavailable),
-// the firing is recorded nowhere but here: the next sync plans from these
-// pending histories and writes them. If the write succeeds but the cache has
-// not seen it yet when the object is synced again, the cache still shows the
-// old status, and the same scheduled time would be applied twice: so the
-// status the apiserver stored, and its resourceVersion, are kept until the
-// cache shows them, and a sync that finds the cache showing something else
-// reads the object from the apiserver instead. What that read returns is
-// kept the same way (it holds the write, or something newer), so however
-// many syncs come inside the watch lag, none plans from the older status.
+// Invariants:
+//   - One lock for all of it: a conflict hands the replan marks of a dropped
+//     plan back from the journal to the marks in one step (discardPlan).
+//   - Memory is of one object: another uid under the same name (the object
+//     was re-created) drops what was known (see object).
+//   - An object with nothing to remember takes no memory (see prune): at
+//     100,000 objects most hold nothing between their slots.
+//   - Across restarts and leader changes none of it survives: status is the
+//     only record, and a new process lists fresh objects.
 //
-// It never outlives what it is for: a stored status is dropped as soon as the
-// cache shows it (compared as stored, so fields a schema prunes cannot keep
-// it alive), and pending histories as soon as a write succeeds. Across
-// restarts and leader changes status is the only record: the new process
-// lists fresh objects, and the one case left is a process that dies between
-// the target write and the status write; the next one then sets the same
-// value again, which is harmless.
-//
-// It also holds replan marks set by the event handlers (target changed, rule
-// added, resumed or rescheduled, with the time the change was made) until a
-// sync has planned from them, the
-// retries of firings that failed for a transient reason, and whether an
-// object was refused (duplicate rule names) at its current generation.
+// Not plan state, kept here because it is per object too: whether the
+// object was refused (duplicate rule names) at its current generation, and
+// whether pending histories the drain could not write were reported.
 type memory struct {
 	mu      sync.Mutex
 	objects map[cache.ObjectName]*objectMemory
@@ -70,39 +53,14 @@ type memory struct {
 
 type objectMemory struct {
 	uid types.UID
-	// written is the status the apiserver stored from this process's last
-	// successful write, or returned to a read made because the cache was
-	// behind it, until the cache shows it; writtenRV is its resourceVersion.
-	written   *autoscalingv1alpha1.CronFederatedHPAStatus
-	writtenRV string
-	// behindRV is the resourceVersion of a cached object whose status
-	// write conflicted, until the object is read from the apiserver or the
-	// cache shows a newer version: the apiserver's status is newer than the
-	// cache's, and may hold a decision of this process whose answer was
-	// lost, which a plan from the cache would make again at a new time
-	// (issue 26, seed 502706).
-	behindRV string
-	// pending are the histories of a sync whose status is not written yet,
-	// one per rule. A slice, not a map by rule: objects have a few rules,
-	// and in a burst every object holds pending histories (a map's buckets
-	// cost a kilobyte each).
-	pending []autoscalingv1alpha1.ExecutionHistory
-	// pendingApplied says the pending histories hold firings applied to
-	// their targets: they are then the only record of those firings and
-	// are kept whatever a status write is answered. Otherwise they hold
-	// only what syncs decided (slots missed or superseded, the next
-	// execution of a new plan), from the replan marks kept in
-	// pendingReplanAll and pendingReplan, which discardPlan gives back.
-	pendingApplied   bool
-	pendingReplanAll time.Time
-	pendingReplan    map[string]time.Time
-	// replanAll and replan are when a change that invalidates the plan of
-	// every rule, or of the named ones, was made (see changeMade); zero:
-	// none. replan and
-	// retries are nil while empty: most objects never need them.
-	replanAll time.Time
-	replan    map[string]time.Time
-	retries   map[string]firingRetry
+	// journal is this process's journal of its status writes (see
+	// statusJournal).
+	journal statusJournal
+	// marks are the replan marks of the event handlers (see replanMarks).
+	marks replanMarks
+	// attempts are the attempts of firings being retried, by rule (see
+	// firingAttempts); nil while empty: most objects never need them.
+	attempts map[string]firingAttempts
 	// refused is set, with the generation, once an object with duplicate
 	// rule names was reported, so it is reported once per change.
 	refused           bool
@@ -110,20 +68,6 @@ type objectMemory struct {
 	// abandoned is set once pending histories that could not be written
 	// before the controller stopped were reported.
 	abandoned bool
-}
-
-// firingRetry is a firing whose target write failed for a transient reason and is
-// tried again while its scheduled time may still run.
-type firingRetry struct {
-	slot     time.Time
-	attempts int
-	first    time.Time
-	lastErr  string
-	// answered and unanswered count the attempts the apiserver answered
-	// (with an error) and those it did not (see isUnreachable); lastAnswer
-	// is the last answered attempt's error.
-	answered, unanswered int
-	lastAnswer           string
 }
 
 func newMemory() *memory {
@@ -148,8 +92,8 @@ func (m *memory) object(key cache.ObjectName, uid types.UID, create bool) *objec
 
 // prune drops the object's memory once it holds nothing.
 func (m *memory) prune(key cache.ObjectName, o *objectMemory) {
-	if o != nil && o.written == nil && o.behindRV == "" && len(o.pending) == 0 && len(o.replan) == 0 && o.replanAll.IsZero() &&
-		len(o.retries) == 0 && !o.refused {
+	if o != nil && o.journal.empty() && o.marks.empty() &&
+		len(o.attempts) == 0 && !o.refused {
 		delete(m.objects, key)
 	}
 }
@@ -160,308 +104,17 @@ func (m *memory) forget(key cache.ObjectName) {
 	delete(m.objects, key)
 }
 
-// markReplan asks the next sync to plan the named rules (all when all is
-// true) from the change made at.
-func (m *memory) markReplan(key cache.ObjectName, uid types.UID, all bool, rules []string, at time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, true)
-	if all && at.After(o.replanAll) {
-		o.replanAll = at
-	}
-	for _, r := range rules {
-		if o.replan == nil {
-			o.replan = map[string]time.Time{}
-		}
-		if at.After(o.replan[r]) {
-			o.replan[r] = at
-		}
-	}
-}
-
-// takeReplan returns and clears the replan marks. A sync that plans from them
-// keeps the new plan in its status, written or pending, so they are not
-// given back if the write fails.
-func (m *memory) takeReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return time.Time{}, nil
-	}
-	all, rules := o.replanAll, o.replan
-	o.replanAll, o.replan = time.Time{}, nil
-	m.prune(key, o)
-	return all, rules
-}
-
-// base decides which status to plan from. It returns stale when the cache is
-// known to be behind the apiserver (see behindRV), or behind the status this
-// process last wrote or read (see written), and the object must be read from
-// the apiserver; otherwise the pending histories of a failed write merged
-// over the cached status, or the cached status (and forgets the write the
-// cache has caught up with).
-func (m *memory) base(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) (status *autoscalingv1alpha1.CronFederatedHPAStatus, stale bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, obj.UID, false)
-	cached := obj.Status.DeepCopy()
-	if o != nil && o.behindRV != "" && obj.ResourceVersion != o.behindRV {
-		// The cache moved on past the version whose write conflicted.
-		o.behindRV = ""
-	}
-	switch {
-	case o == nil:
-		return cached, false
-	case o.behindRV != "":
-		return nil, true
-	case len(o.pending) > 0:
-		mergePending(cached, o.pending)
-		// Kept until a write succeeds (setWritten) or the cache shows them
-		// (settled).
-		return cached, false
-	case o.written != nil && obj.ResourceVersion != o.writtenRV && !sameStatus(*o.written, *cached):
-		return nil, true
-	}
-	o.written, o.writtenRV = nil, ""
-	m.prune(key, o)
-	return cached, false
-}
-
-// peek returns the status base would plan from, without changing anything:
-// the pending histories merged over the cached status, or the status last
-// written when the cache does not show it yet, or the cached status. It is
-// how another object's sync reads this one (see yieldToOtherObjects).
-func (m *memory) peek(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) *autoscalingv1alpha1.CronFederatedHPAStatus {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cached := obj.Status.DeepCopy()
-	o := m.objects[key]
-	switch {
-	case o == nil || o.uid != obj.UID:
-		return cached
-	case len(o.pending) > 0:
-		mergePending(cached, o.pending)
-		return cached
-	case o.written != nil && obj.ResourceVersion != o.writtenRV:
-		return o.written.DeepCopy()
-	}
-	return cached
-}
-
-// mergePending puts the pending histories over those of status.
-func mergePending(status *autoscalingv1alpha1.CronFederatedHPAStatus, pending []autoscalingv1alpha1.ExecutionHistory) {
-	for i := range pending {
-		h := pending[i].DeepCopy()
-		if j := historyIndex(status, h.RuleName); j >= 0 {
-			status.ExecutionHistories[j] = *h
-		} else {
-			status.ExecutionHistories = append(status.ExecutionHistories, *h)
-		}
-	}
-}
-
-// peekReplan returns the replan marks without clearing them.
-func (m *memory) peekReplan(key cache.ObjectName, uid types.UID) (time.Time, map[string]time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return time.Time{}, nil
-	}
-	return o.replanAll, maps.Clone(o.replan)
-}
-
-// writtenStatus returns the status kept in written, if any.
-func (m *memory) writtenStatus(key cache.ObjectName, uid types.UID) (*autoscalingv1alpha1.CronFederatedHPAStatus, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil || o.written == nil {
-		return nil, false
-	}
-	return o.written.DeepCopy(), true
-}
-
-// setWritten remembers the status the apiserver stored, or returned to a
-// read, at resourceVersion rv, until the cache shows it.
-func (m *memory) setWritten(key cache.ObjectName, uid types.UID, stored autoscalingv1alpha1.CronFederatedHPAStatus, rv string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, true)
-	o.written, o.writtenRV = stored.DeepCopy(), rv
-	o.behindRV = ""
-	o.clearPending()
-}
-
-// settled forgets pending histories once the cache shows them: the sync
-// found nothing to write.
-func (m *memory) settled(key cache.ObjectName, uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if o := m.object(key, uid, false); o != nil {
-		o.clearPending()
-		m.prune(key, o)
-	}
-}
-
-// setPending keeps the histories of a sync whose status is not written: one
-// that applied firings (applied), or whose status write failed, planned from
-// the replan marks replanAll and replan. Histories planned over pending ones
-// that hold applied firings hold them too.
-func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory, applied bool, replanAll time.Time, replan map[string]time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, true)
-	o.written, o.writtenRV = nil, ""
-	o.pendingApplied = applied || (o.pendingApplied && len(o.pending) > 0)
-	if len(o.pending) == 0 {
-		o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
-	}
-	o.pendingReplanAll, o.pendingReplan = laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
-	o.pending = make([]autoscalingv1alpha1.ExecutionHistory, len(histories))
-	for i := range histories {
-		histories[i].DeepCopyInto(&o.pending[i])
-	}
-}
-
-// discardPlan drops pending histories that hold no applied firing, after a
-// status write was refused because the status they were planned from is
-// not the apiserver's newest (a conflict): a decision made from an older
-// status (a slot found late, say, that a predecessor applied and recorded
-// in a status the new leader's first list did not show yet) must not be
-// written over the newer one. The replan marks the plans were made from,
-// replanAll and replan those of the sync that failed, are given back, so
-// the retry plans again, from the newer status, as of the same changes; rv
-// is the cached resourceVersion the refused write was made with, older than
-// the apiserver's (see behindRV). It says whether it dropped them; pending
-// histories that hold applied firings are their only record and are kept.
-func (m *memory) discardPlan(key cache.ObjectName, uid types.UID, rv string, replanAll time.Time, replan map[string]time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, true)
-	if o.pendingApplied && len(o.pending) > 0 {
-		return false
-	}
-	all, rules := laterMarks(o.pendingReplanAll, o.pendingReplan, replanAll, replan)
-	o.replanAll, o.replan = laterMarks(o.replanAll, o.replan, all, rules)
-	o.clearPending()
-	// What this process last wrote is not the newest status either: a
-	// later write of it, whose answer was lost, may be.
-	o.written, o.writtenRV = nil, ""
-	o.behindRV = rv
-	return true
-}
-
-// clearPending forgets the pending histories and what they were planned
-// from.
-func (o *objectMemory) clearPending() {
-	o.pending = nil
-	o.pendingApplied = false
-	o.pendingReplanAll, o.pendingReplan = time.Time{}, nil
-}
-
-// laterMarks merges two sets of replan marks, keeping the later time of
-// each; nil when there are no rule marks.
-func laterMarks(all time.Time, rules map[string]time.Time, moreAll time.Time, more map[string]time.Time) (time.Time, map[string]time.Time) {
-	if moreAll.After(all) {
-		all = moreAll
-	}
-	for r, at := range more {
-		if rules == nil {
-			rules = map[string]time.Time{}
-		}
-		if at.After(rules[r]) {
-			rules[r] = at
-		}
-	}
-	return all, rules
-}
-
-// pendingStatus returns the status to write for the pending histories: for
-// each rule of obj, in spec order, its pending history, or its cached one if
-// it has none pending. ok is false when nothing is pending.
-func (m *memory) pendingStatus(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederatedHPA) (status autoscalingv1alpha1.CronFederatedHPAStatus, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, obj.UID, false)
-	if o == nil || len(o.pending) == 0 {
-		return status, false
-	}
-	for i := range obj.Spec.Rules {
-		name := obj.Spec.Rules[i].Name
-		if i := slices.IndexFunc(o.pending, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == name }); i >= 0 {
-			status.ExecutionHistories = append(status.ExecutionHistories, *o.pending[i].DeepCopy())
-		} else if h, found := cronplan.FindHistory(&obj.Status, name); found {
-			status.ExecutionHistories = append(status.ExecutionHistories, h)
-		}
-	}
-	return status, true
-}
-
-// pendingKeys returns the objects whose applied firings are not written to
-// status yet.
-func (m *memory) pendingKeys() []cache.ObjectName {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []cache.ObjectName
-	for key, o := range m.objects {
-		if len(o.pending) > 0 {
-			out = append(out, key)
-		}
-	}
-	return out
-}
-
-// pendingRules returns the names of the rules whose histories are pending.
-func (m *memory) pendingRules(key cache.ObjectName) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	if o := m.objects[key]; o != nil {
-		for i := range o.pending {
-			out = append(out, o.pending[i].RuleName)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // abandon marks the object's pending histories as reported unrecorded and
 // says whether they were not reported yet.
 func (m *memory) abandon(key cache.ObjectName) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.objects[key]
-	if o == nil || len(o.pending) == 0 || o.abandoned {
+	if o == nil || len(o.journal.pending) == 0 || o.abandoned {
 		return false
 	}
 	o.abandoned = true
 	return true
-}
-
-// retryOf returns the retry of the rule's firing, if any.
-func (m *memory) retryOf(key cache.ObjectName, uid types.UID, rule string) (firingRetry, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, false)
-	if o == nil {
-		return firingRetry{}, false
-	}
-	r, ok := o.retries[rule]
-	return r, ok
-}
-
-// setRetries replaces the object's retries with those of this sync.
-func (m *memory) setRetries(key cache.ObjectName, uid types.UID, retries map[string]firingRetry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o := m.object(key, uid, len(retries) > 0)
-	if o == nil {
-		return
-	}
-	o.retries = retries
-	m.prune(key, o)
 }
 
 // refuse records that the object was reported as refused at generation and
@@ -483,50 +136,4 @@ func (m *memory) accept(key cache.ObjectName, uid types.UID) {
 		o.refused = false
 		m.prune(key, o)
 	}
-}
-
-// sameStatus compares two statuses as the apiserver stores them.
-func sameStatus(a, b autoscalingv1alpha1.CronFederatedHPAStatus) bool {
-	return equality.Semantic.DeepEqual(normalize(a), normalize(b))
-}
-
-// normalize makes status comparable after a round trip through JSON: times
-// have second precision and empty lists are nil.
-func normalize(s autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
-	out := *s.DeepCopy()
-	if len(out.ExecutionHistories) == 0 {
-		out.ExecutionHistories = nil
-	}
-	for i := range out.ExecutionHistories {
-		h := &out.ExecutionHistories[i]
-		h.NextExecutionTime = truncate(h.NextExecutionTime)
-		h.LastScheduleTime = truncate(h.LastScheduleTime)
-		if len(h.SuccessfulExecutions) == 0 {
-			h.SuccessfulExecutions = nil
-		}
-		if len(h.FailedExecutions) == 0 {
-			h.FailedExecutions = nil
-		}
-		for j := range h.SuccessfulExecutions {
-			e := &h.SuccessfulExecutions[j]
-			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
-		}
-		for j := range h.FailedExecutions {
-			e := &h.FailedExecutions[j]
-			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
-		}
-	}
-	return out
-}
-
-func truncate(t *metav1.Time) *metav1.Time {
-	if t == nil {
-		return nil
-	}
-	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
-}
-
-// historyIndex is the index of the rule's history in status, -1 if none.
-func historyIndex(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) int {
-	return slices.IndexFunc(status.ExecutionHistories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == rule })
 }

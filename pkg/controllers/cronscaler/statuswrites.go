@@ -19,7 +19,6 @@ package cronscaler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -75,46 +74,19 @@ func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
 // seed 204865). Pending histories that hold applied firings are kept, as
 // after any other failure: the histories recorded in this sync are in
 // memory, so the retry writes them without firing again.
-func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, replanAll time.Time, replan map[string]time.Time) error {
+func (c *Controller) updateStatus(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA, plans []rulePlan, marks replanMarks) error {
 	key := cache.MetaObjectToName(obj)
 	status := c.plannedStatus(plans)
 	err := c.writeStatus(ctx, obj, status)
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, obj.ResourceVersion, replanAll, replan):
-		c.readNewer(ctx, obj)
+	case apierrors.IsConflict(err) && c.memory.discardPlan(key, obj.UID, obj.ResourceVersion, marks):
+		c.readAfterConflict(ctx, obj)
 		return err
 	}
-	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, replanAll, replan)
+	c.memory.setPending(key, obj.UID, status.ExecutionHistories, false, marks)
 	return err
-}
-
-// readNewer reads the object after a status write conflicted and keeps it
-// until the cache shows it (see memory.base), so the retry plans from it.
-// When the read fails the retry reads it again (see baseOf) before it plans:
-// until the cache shows a newer version, it is known to be behind.
-func (c *Controller) readNewer(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) {
-	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).Get(ctx, obj.Name, metav1.GetOptions{})
-	if err != nil || live.UID != obj.UID {
-		klog.FromContext(ctx).V(4).Info("Could not read the object after a status conflict; the retry reads it again before it plans", "err", err)
-		return
-	}
-	c.memory.setWritten(cache.MetaObjectToName(obj), live.UID, live.Status, live.ResourceVersion)
-}
-
-// plannedStatus is the planned histories, in spec order, as the installed
-// schema stores them (lastScheduleTime only where it is kept).
-func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
-	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
-	for i := range plans {
-		h := plans[i].History
-		if !c.stored.LastScheduleTime {
-			h.LastScheduleTime = nil
-		}
-		status.ExecutionHistories = append(status.ExecutionHistories, h)
-	}
-	return status
 }
 
 // writeStatus writes status unless the object read already has it, with the
@@ -135,8 +107,7 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	stored, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(obj.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
-		c.writers.wrote(key, stored.ResourceVersion, stored.Status)
-		c.memory.setWritten(key, obj.UID, stored.Status, stored.ResourceVersion)
+		c.journalStored(key, obj.UID, stored.Status, stored.ResourceVersion)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Deleted meanwhile: nothing left to record.
@@ -148,7 +119,7 @@ func (c *Controller) writeStatus(ctx context.Context, obj *autoscalingv1alpha1.C
 	}
 	if mayHaveCommitted(err) {
 		// The watch may deliver it: it is this process's own write.
-		c.writers.unacknowledged(key, status)
+		c.journalLost(key, status)
 	}
 	if !isUnreachable(err) {
 		// While the apiserver gives no answer an event could not be

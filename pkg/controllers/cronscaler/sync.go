@@ -18,7 +18,6 @@ package cronscaler
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +26,6 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/cronplan"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -63,16 +61,16 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	}
 	now := c.clock.Now()
 
-	replanAll, replanRules := c.memory.takeReplan(key, obj.UID)
-	plans := c.plan(obj, base, replanAll, replanRules, now)
+	marks := c.memory.takeReplan(key, obj.UID)
+	plans := c.plan(obj, base, marks, now)
 	if !fresh && c.inherits(plans) {
-		live, err := c.readLive(ctx, obj)
+		live, err := c.readBeforeInherited(ctx, obj)
 		if err != nil {
 			return 0, false, err
 		}
 		if live != nil {
 			obj, base = live, live.Status.DeepCopy()
-			plans = c.plan(obj, base, replanAll, replanRules, now)
+			plans = c.plan(obj, base, marks, now)
 		}
 	}
 	wrote := c.fire(ctx, obj, plans, now)
@@ -80,9 +78,9 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	if wrote {
 		// The histories planned here are the only record of the firings
 		// until record writes them; the next sync plans from them.
-		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, replanAll, replanRules)
+		c.memory.setPending(key, obj.UID, c.plannedStatus(plans).ExecutionHistories, true, marks)
 		record = true
-	} else if err := c.updateStatus(ctx, obj, plans, replanAll, replanRules); err != nil {
+	} else if err := c.updateStatus(ctx, obj, plans, marks); err != nil {
 		// Retried with backoff; the next firing is kept all the same. The
 		// replan marks are kept with the plan made from them, in the
 		// pending status, or given back when that plan is dropped (see
@@ -97,101 +95,6 @@ func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.D
 	}
 	logger.V(4).Info("Requeued until the next firing", "after", d)
 	return d, record, nil
-}
-
-// baseOf returns the object to plan from and its status as this process
-// knows it (see memory.base). When the cache is behind the status this
-// process last wrote, or behind the apiserver's after a status write
-// conflicted, it reads the object from the apiserver and keeps what it read
-// until the cache shows it. If that read gets no answer (the apiserver is
-// down or restarting), it plans from the status it last wrote, if it has
-// one (after a conflict it has none, and the sync fails and is retried),
-// which holds every firing this process applied: a firing due then is tried
-// on the firings' own retry schedule (see retryFiring) instead of the
-// slower backoff of a failed sync, and the status write, made with the
-// cache's older resourceVersion, cannot overwrite anything newer. A nil
-// object means it was deleted; fresh says the object was read from the
-// apiserver in this call.
-func (c *Controller) baseOf(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (_ *autoscalingv1alpha1.CronFederatedHPA, _ *autoscalingv1alpha1.CronFederatedHPAStatus, fresh bool, _ error) {
-	key := cache.MetaObjectToName(obj)
-	base, stale := c.memory.base(key, obj)
-	if !stale {
-		return obj, base, false, nil
-	}
-	logger := klog.FromContext(ctx)
-	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		c.memory.forget(key)
-		c.deferred.forget(key)
-		return nil, nil, false, nil
-	case err == nil && live.UID != obj.UID:
-		// Re-created meanwhile: the cache will show the new object.
-		return nil, nil, false, fmt.Errorf("%s was re-created since the cache saw it, will retry", klog.KObj(obj))
-	case err == nil:
-		logger.V(4).Info("The cache is behind the last status write; planning from the object read from the apiserver")
-		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
-		return live, live.Status.DeepCopy(), true, nil
-	case isUnreachable(err):
-		if written, ok := c.memory.writtenStatus(key, obj.UID); ok {
-			logger.V(4).Info("The cache is behind the last status write and the apiserver gives no answer; planning from the status last written", "err", err)
-			return obj, written, false, nil
-		}
-	}
-	return nil, nil, false, fmt.Errorf("reading %s, whose cached status is older than the apiserver's: %w", klog.KObj(obj), err)
-}
-
-// inherits says whether the plans decide a scheduled time that came before
-// this process started: a firing due now (a predecessor may have applied it,
-// see inheritedFiring), or one found too late to run (a predecessor may have
-// applied and recorded it, in a status the first list does not show yet;
-// recorded missed from that list, it would be recorded two ways once the
-// sync's histories are written, which they are when the sync applies
-// another firing, issue 26).
-func (c *Controller) inherits(plans []rulePlan) bool {
-	for i := range plans {
-		p := &plans[i]
-		if !p.Due.IsZero() && p.Due.Before(c.started) || p.Missed > 0 && p.FirstMissed.Before(c.started) {
-			return true
-		}
-	}
-	return false
-}
-
-// readLive reads the object from the apiserver before an inherited firing
-// is applied or recorded missed (see inherits). The informer's first list may be served from the apiserver's
-// watch cache (resourceVersion 0), which may be behind the status the
-// predecessor wrote last, on another apiserver, say; a quorum read is not.
-// It returns the object when it is newer than the cache's, and keeps it
-// until the cache shows it; nil when the cache was current. When the read
-// gets no answer the firing goes on: its target write gets none either and
-// is retried, with this check, on the firings' retry schedule.
-func (c *Controller) readLive(ctx context.Context, obj *autoscalingv1alpha1.CronFederatedHPA) (*autoscalingv1alpha1.CronFederatedHPA, error) {
-	key := cache.MetaObjectToName(obj)
-	live, err := c.client.AutoscalingV1alpha1().CronFederatedHPAs(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-	switch {
-	case err == nil && live.UID == obj.UID && live.ResourceVersion != obj.ResourceVersion:
-		klog.FromContext(ctx).Info("The cache is behind the apiserver for a firing scheduled before this controller started; planning from the object read from the apiserver",
-			"cachedResourceVersion", obj.ResourceVersion, "resourceVersion", live.ResourceVersion)
-		c.memory.setWritten(key, live.UID, live.Status, live.ResourceVersion)
-		return live, nil
-	case err == nil, isUnreachable(err):
-		return nil, nil
-	}
-	return nil, fmt.Errorf("reading %s before deciding a firing scheduled before this controller started: %w", klog.KObj(obj), err)
-}
-
-// dormantStatus is the status of an object without rules: the histories of
-// its last rules, with no next execution. They are kept, not emptied, so
-// that a rule added back later (while the controller is down, say) is planned
-// from the time it was added (see cronplan.RuleStart) instead of the object's
-// creation, which would run again a slot that was already applied.
-func dormantStatus(base *autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
-	status := base.DeepCopy()
-	for i := range status.ExecutionHistories {
-		status.ExecutionHistories[i].NextExecutionTime = nil
-	}
-	return *status
 }
 
 // duplicateRuleNames returns the names used by more than one rule.
@@ -224,12 +127,11 @@ func (c *Controller) refuse(ctx context.Context, obj *autoscalingv1alpha1.CronFe
 
 // plan plans every rule of the object from base, its status as this sync
 // found it (see memory.base), with pkg/cronplan (see cronplan.Object and
-// cronplan.Rule for the rules). replanAll and replan are when a change seen
-// by the event handlers that invalidated the plan of every rule or of the
-// named ones was made.
-func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, replanAll time.Time, replan map[string]time.Time, now time.Time) []rulePlan {
+// cronplan.Rule for the rules) and the replan marks it was handed (see
+// replanMarks).
+func (c *Controller) plan(obj *autoscalingv1alpha1.CronFederatedHPA, base *autoscalingv1alpha1.CronFederatedHPAStatus, marks replanMarks, now time.Time) []rulePlan {
 	plans := make([]rulePlan, 0, len(obj.Spec.Rules))
-	cronplan.Object(obj, base, c.schedules.get, c.started, replanAll, replan, now, func(p cronplan.Plan) {
+	cronplan.Object(obj, base, c.schedules.get, c.start.time(), marks.all, marks.rules, now, func(p cronplan.Plan) {
 		plans = append(plans, rulePlan{Plan: p})
 	})
 	return plans

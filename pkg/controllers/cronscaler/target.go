@@ -230,7 +230,7 @@ func (c *Controller) applyScale(ctx context.Context, namespace string, t target,
 		return priorWrite{}, err
 	}
 	if !inherited.IsZero() && c.metadata != nil {
-		// One read, for inherited firings only (see inheritedFiring).
+		// One read, for inherited firings only (see priorWrite).
 		m, err := c.metadata.Resource(gvr).Namespace(namespace).Get(ctx, t.ref.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsForbidden(err):

@@ -18,17 +18,49 @@ package cronscaler
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/cronplan"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 )
+
+// The durable record.
+//
+// Each rule's durable record is its history in the object's status
+// (autoscalingv1alpha1.CronFederatedHPAStatus): its successful and failed
+// executions, newest first within their limits, nextExecutionTime, and,
+// where the installed CRD keeps it, lastScheduleTime. Both Karmada's CRD and
+// scaleplane's store it; it is the only record of what was decided, and
+// every later process plans from it. This file holds its rules; it is written by one way in
+// (writeStatus, statuswrites.go) and read by one way out (the informer's
+// cache, with this process's journal over it: baseOf, reads.go), and pure
+// planning (pkg/cronplan) decides from it.
+//
+// Invariants (docs/cron-scaler.md, "When a firing runs" and "Exactly
+// once"):
+//   - A slot no later than the newest scheduled time the history holds
+//     (cronplan.LastHandled: applied, failed or missed) is never run again,
+//     by this process or any later one.
+//   - nextExecutionTime is the floor of the plan: a slot before it is not
+//     replayed (a resumed rule's skipped slots). It is nil while a rule is
+//     suspended, refused or unschedulable, and for an object without rules.
+//   - Only what both schemas store decides: lastScheduleTime only adds a
+//     failure that failedHistoryLimit 0 keeps no entry of (recordFailure),
+//     and is not written where the CRD prunes it (plannedStatus).
+//   - An object whose rules are all removed keeps its last histories, with
+//     no next execution (dormantStatus), so that a rule added back is
+//     planned from when it was added, not from the object's creation.
+//   - It is written once per sync, with the resourceVersion the sync read:
+//     a stale cache makes the write conflict instead of overwriting a newer
+//     record. Statuses are compared as the apiserver stores them
+//     (sameStatus), so a write that would change nothing is not made.
 
 // recordMissed records the plan's missed scheduled times. The first of them
 // may be a firing that was being retried and is now too late. If the
@@ -40,7 +72,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 	if p.Missed == 0 {
 		return
 	}
-	r, ok := c.memory.retryOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
+	r, ok := c.memory.attemptsOf(cache.MetaObjectToName(obj), obj.UID, p.Rule.Name)
 	if !ok || !r.slot.Equal(p.FirstMissed) {
 		c.recordMissedRange(obj, p, p.Missed, p.FirstMissed, now)
 		return
@@ -63,7 +95,7 @@ func (c *Controller) recordMissed(obj *autoscalingv1alpha1.CronFederatedHPA, p *
 
 // recordUnreachable records a firing none of whose attempts reached the
 // apiserver as missed.
-func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingRetry, now time.Time) {
+func (c *Controller) recordUnreachable(obj *autoscalingv1alpha1.CronFederatedHPA, p *rulePlan, r firingAttempts, now time.Time) {
 	msg := fmt.Sprintf("missed the scheduled time %s: the API server could not be reached from %s to %s, past the time the rule may still run (%d attempts, the last with: %s)",
 		r.slot.UTC().Format(time.RFC3339), r.first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), r.attempts, r.lastErr)
 	recordFailure(&p.History, p.Rule, autoscalingv1alpha1.FailedExecution{
@@ -140,4 +172,77 @@ func prepend[T any](list []T, e T, limit int) []T {
 		out = append(out, x)
 	}
 	return out
+}
+
+// plannedStatus is the planned histories, in spec order, as the installed
+// schema stores them (lastScheduleTime only where it is kept).
+func (c *Controller) plannedStatus(plans []rulePlan) autoscalingv1alpha1.CronFederatedHPAStatus {
+	status := autoscalingv1alpha1.CronFederatedHPAStatus{}
+	for i := range plans {
+		h := plans[i].History
+		if !c.stored.LastScheduleTime {
+			h.LastScheduleTime = nil
+		}
+		status.ExecutionHistories = append(status.ExecutionHistories, h)
+	}
+	return status
+}
+
+// dormantStatus is the status of an object without rules: the histories of
+// its last rules, with no next execution. They are kept, not emptied, so
+// that a rule added back later (while the controller is down, say) is planned
+// from the time it was added (see cronplan.RuleStart) instead of the object's
+// creation, which would run again a slot that was already applied.
+func dormantStatus(base *autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
+	status := base.DeepCopy()
+	for i := range status.ExecutionHistories {
+		status.ExecutionHistories[i].NextExecutionTime = nil
+	}
+	return *status
+}
+
+// sameStatus compares two statuses as the apiserver stores them.
+func sameStatus(a, b autoscalingv1alpha1.CronFederatedHPAStatus) bool {
+	return equality.Semantic.DeepEqual(normalize(a), normalize(b))
+}
+
+// normalize makes status comparable after a round trip through JSON: times
+// have second precision and empty lists are nil.
+func normalize(s autoscalingv1alpha1.CronFederatedHPAStatus) autoscalingv1alpha1.CronFederatedHPAStatus {
+	out := *s.DeepCopy()
+	if len(out.ExecutionHistories) == 0 {
+		out.ExecutionHistories = nil
+	}
+	for i := range out.ExecutionHistories {
+		h := &out.ExecutionHistories[i]
+		h.NextExecutionTime = truncate(h.NextExecutionTime)
+		h.LastScheduleTime = truncate(h.LastScheduleTime)
+		if len(h.SuccessfulExecutions) == 0 {
+			h.SuccessfulExecutions = nil
+		}
+		if len(h.FailedExecutions) == 0 {
+			h.FailedExecutions = nil
+		}
+		for j := range h.SuccessfulExecutions {
+			e := &h.SuccessfulExecutions[j]
+			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
+		}
+		for j := range h.FailedExecutions {
+			e := &h.FailedExecutions[j]
+			e.ScheduleTime, e.ExecutionTime = truncate(e.ScheduleTime), truncate(e.ExecutionTime)
+		}
+	}
+	return out
+}
+
+func truncate(t *metav1.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	return &metav1.Time{Time: t.Time.Truncate(time.Second)}
+}
+
+// historyIndex is the index of the rule's history in status, -1 if none.
+func historyIndex(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) int {
+	return slices.IndexFunc(status.ExecutionHistories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == rule })
 }
