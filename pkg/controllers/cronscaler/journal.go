@@ -212,7 +212,13 @@ func (m *memory) settled(key cache.ObjectName, uid types.UID) {
 // setPending keeps the histories of a sync whose status is not written: one
 // that applied firings (applied), or whose status write failed, planned from
 // the replan marks. Histories planned over pending ones that hold applied
-// firings hold them too.
+// firings hold them too. A pending history of a rule the sync did not plan
+// is kept as it is: the sync's spec may be older than the one the pending
+// history was planned from (a rule added while the watch lagged, fired from
+// a fresh read, then a sync from the stale cache), and that history may be
+// the only record of a firing applied to the target (issue 36, seed 4000134
+// of -sim.model: dropped, the rule was found due again once the cache showed
+// it, and its slot applied a second time, over a later slot's value).
 func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []autoscalingv1alpha1.ExecutionHistory, applied bool, marks replanMarks) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -223,10 +229,17 @@ func (m *memory) setPending(key cache.ObjectName, uid types.UID, histories []aut
 		j.pendingMarks = replanMarks{}
 	}
 	j.pendingMarks.add(marks)
-	j.pending = make([]autoscalingv1alpha1.ExecutionHistory, len(histories))
+	pending := make([]autoscalingv1alpha1.ExecutionHistory, len(histories), len(histories)+len(j.pending))
 	for i := range histories {
-		histories[i].DeepCopyInto(&j.pending[i])
+		histories[i].DeepCopyInto(&pending[i])
 	}
+	for i := range j.pending {
+		name := j.pending[i].RuleName
+		if !slices.ContainsFunc(histories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == name }) {
+			pending = append(pending, j.pending[i])
+		}
+	}
+	j.pending = pending
 }
 
 // discardPlan drops pending histories that hold no applied firing, after a
