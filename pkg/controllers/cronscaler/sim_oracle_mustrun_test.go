@@ -206,6 +206,9 @@ func (o *oracle) checkMustRun() {
 			if p := o.leaderThrough(t0, settled); p.start.After(slot) && o.unwatchedChange(inc.uid, slot, p.start) {
 				continue
 			}
+			if o.decidedFromUnseenSpec(inc, slot) {
+				continue
+			}
 			vals := inc.valuesAt(slot)
 			ok := !((retried || o.foundLate(slot, t0, settled)) && o.entryMovedPastSlot(inc.target, vals, slot, settled))
 			for field := range vals {

@@ -61,6 +61,41 @@ func (o *oracle) windowAfterFlaky(inc *incarnation, slot time.Time) (t0, settled
 	return t0, settled
 }
 
+// decidedFromUnseenSpec says whether the leader at the slot decided it from
+// a spec it had not seen: its watch delivered nothing (the model's relists)
+// from before an edit of an object on the slot's target, or of the slot's
+// own object, until after the slot. docs/cron-scaler.md ("What the
+// simulator plays"): the cron-scaler acts on the objects as its cache holds
+// them; an edit the watch has not delivered (a rule suspended, a schedule
+// changed, another object's rule on the same target) takes effect at the
+// relist, and a slot decided before it was decided by the older spec (its
+// firing superseded by a rule suspended meanwhile, or its value set over
+// by a slot the edit removed). Found by -sim.edges with -sim.model (seeds
+// 8001407, 8100707): check 1 then expected the slot as the new spec says.
+func (o *oracle) decidedFromUnseenSpec(inc *incarnation, slot time.Time) bool {
+	for _, r := range o.s.scenario.relists {
+		from := r.at.Add(-r.down)
+		if slot.Before(from) || !slot.Before(r.at) {
+			continue
+		}
+		if p := o.leaderThrough(slot, slot); p == nil || !r.at.After(p.start) {
+			continue
+		}
+		uids := map[types.UID]bool{inc.uid: true}
+		for _, other := range o.byTarget[inc.target] {
+			uids[other.uid] = true
+		}
+		for uid := range uids {
+			for _, v := range o.s.srv.versions[uid] {
+				if v.spec && !v.at.Before(from) && !v.at.After(slot) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // flakyEndsAt says whether a flaky period ends at t: a window from there is
 // windowAfterFlaky's, and a slot not run in it was given up on a transient
 // failure (its tag, see mustRunTag).
