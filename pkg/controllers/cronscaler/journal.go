@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -164,16 +165,60 @@ func (m *memory) peek(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	return cached
 }
 
-// mergePending puts the pending histories over those of status.
+// mergePending puts the pending histories over those of status, but for a
+// rule whose history in status handled a later slot than its pending one:
+// the pending history was planned from an older status than the cache now
+// holds (a new leader's first list, behind its predecessor's last status
+// write), and the newer record stands, with any execution only the pending
+// history holds added to it (the record of a firing this process applied is
+// never lost). Taken whole, the pending history would replan the slot the
+// newer record says was handled: applied again and recorded twice (issue 36,
+// seeds 8000495 and 8001611 of -sim.edges -sim.model).
 func mergePending(status *autoscalingv1alpha1.CronFederatedHPAStatus, pending []autoscalingv1alpha1.ExecutionHistory) {
 	for i := range pending {
 		h := pending[i].DeepCopy()
-		if j := historyIndex(status, h.RuleName); j >= 0 {
-			status.ExecutionHistories[j] = *h
-		} else {
+		j := historyIndex(status, h.RuleName)
+		switch {
+		case j < 0:
 			status.ExecutionHistories = append(status.ExecutionHistories, *h)
+		case cronplan.LastHandled(&status.ExecutionHistories[j]).After(cronplan.LastHandled(h)):
+			addMissingExecutions(&status.ExecutionHistories[j], h)
+		default:
+			status.ExecutionHistories[j] = *h
 		}
 	}
+}
+
+
+// addMissingExecutions adds to newer the executions of older whose
+// scheduled time newer does not record, newest first as status keeps them.
+func addMissingExecutions(newer, older *autoscalingv1alpha1.ExecutionHistory) {
+	recorded := func(t *metav1.Time) bool {
+		for _, e := range newer.SuccessfulExecutions {
+			if e.ScheduleTime.Equal(t) {
+				return true
+			}
+		}
+		for _, e := range newer.FailedExecutions {
+			if e.ScheduleTime.Equal(t) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range older.SuccessfulExecutions {
+		if !recorded(e.ScheduleTime) {
+			newer.SuccessfulExecutions = append(newer.SuccessfulExecutions, e)
+		}
+	}
+	for _, e := range older.FailedExecutions {
+		if !recorded(e.ScheduleTime) {
+			newer.FailedExecutions = append(newer.FailedExecutions, e)
+		}
+	}
+	newestFirst := func(a, b *metav1.Time) int { return b.Compare(a.Time) }
+	slices.SortStableFunc(newer.SuccessfulExecutions, func(a, b autoscalingv1alpha1.SuccessfulExecution) int { return newestFirst(a.ScheduleTime, b.ScheduleTime) })
+	slices.SortStableFunc(newer.FailedExecutions, func(a, b autoscalingv1alpha1.FailedExecution) int { return newestFirst(a.ScheduleTime, b.ScheduleTime) })
 }
 
 // writtenStatus returns the status kept in written, if any.

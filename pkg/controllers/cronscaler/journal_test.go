@@ -17,6 +17,7 @@ limitations under the License.
 package cronscaler
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,5 +63,52 @@ func TestPendingHistoryOfARuleTheSyncDidNotPlanIsKept(t *testing.T) {
 	m.setWritten(key, obj.UID, status, "7")
 	if _, ok := m.pendingStatus(key, obj); ok {
 		t.Error("histories still pending after the status was written")
+	}
+}
+
+// A pending history planned from a status older than the one the cache now
+// holds (a successor's first list, behind its predecessor's last status
+// write) does not replace a newer record of the rule: the slot the newer
+// record handled stays handled, so it is neither applied nor recorded again,
+// and what only the pending history recorded is kept (issue 36, seed 8000495
+// of -sim.edges -sim.model, which simEdgeModelSeeds replays end to end). A
+// pending history as new as the cached one replaces it, as before.
+func TestPendingHistoryPlannedFromAnOlderStatusYieldsToANewerRecord(t *testing.T) {
+	ok := func(at string) autoscalingv1alpha1.SuccessfulExecution {
+		return autoscalingv1alpha1.SuccessfulExecution{ScheduleTime: metaTime(utc(at)), ExecutionTime: metaTime(utc(at))}
+	}
+	history := func(rule, next string, oks ...string) autoscalingv1alpha1.ExecutionHistory {
+		h := autoscalingv1alpha1.ExecutionHistory{RuleName: rule, NextExecutionTime: metaTime(utc(next))}
+		for _, at := range oks {
+			h.SuccessfulExecutions = append(h.SuccessfulExecutions, ok(at))
+		}
+		return h
+	}
+	// The predecessor recorded a's 15:20; this process's pending history,
+	// from the older status, still has 15:20 to retry, and it recorded b's
+	// 15:19, which the cache does not show.
+	cached := autoscalingv1alpha1.CronFederatedHPAStatus{ExecutionHistories: []autoscalingv1alpha1.ExecutionHistory{
+		history("a", "2024-05-01 15:25:00", "2024-05-01 15:20:00", "2024-05-01 15:15:00"),
+		history("b", "2024-05-01 15:19:00", "2024-05-01 15:18:00"),
+	}}
+	pending := []autoscalingv1alpha1.ExecutionHistory{
+		history("a", "2024-05-01 15:20:00", "2024-05-01 15:15:00", "2024-05-01 15:10:00"),
+		history("b", "2024-05-01 15:20:00", "2024-05-01 15:19:00", "2024-05-01 15:18:00"),
+	}
+	mergePending(&cached, pending)
+
+	a, b := cached.ExecutionHistories[0], cached.ExecutionHistories[1]
+	if next := timeOf(a.NextExecutionTime); !next.Equal(utc("2024-05-01 15:25:00")) {
+		t.Errorf("a's nextExecutionTime = %v, want the newer record's 15:25 (15:20 handled)", next)
+	}
+	var got []string
+	for _, e := range a.SuccessfulExecutions {
+		got = append(got, timeOf(e.ScheduleTime).Format("15:04"))
+	}
+	if want := "15:20 15:15 15:10"; strings.Join(got, " ") != want {
+		t.Errorf("a's successful executions = %v, want %s: the newer record, with what only the pending history holds, newest first", got, want)
+	}
+	if next := timeOf(b.NextExecutionTime); !next.Equal(utc("2024-05-01 15:20:00")) || len(b.SuccessfulExecutions) != 2 {
+		t.Errorf("b = %+v, want the pending history (it handled 15:19, after the cached record)", b)
 	}
 }
