@@ -22,7 +22,6 @@ import (
 	"slices"
 	"sort"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -187,38 +186,6 @@ func mergePending(status *autoscalingv1alpha1.CronFederatedHPAStatus, pending []
 			status.ExecutionHistories[j] = *h
 		}
 	}
-}
-
-
-// addMissingExecutions adds to newer the executions of older whose
-// scheduled time newer does not record, newest first as status keeps them.
-func addMissingExecutions(newer, older *autoscalingv1alpha1.ExecutionHistory) {
-	recorded := func(t *metav1.Time) bool {
-		for _, e := range newer.SuccessfulExecutions {
-			if e.ScheduleTime.Equal(t) {
-				return true
-			}
-		}
-		for _, e := range newer.FailedExecutions {
-			if e.ScheduleTime.Equal(t) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, e := range older.SuccessfulExecutions {
-		if !recorded(e.ScheduleTime) {
-			newer.SuccessfulExecutions = append(newer.SuccessfulExecutions, e)
-		}
-	}
-	for _, e := range older.FailedExecutions {
-		if !recorded(e.ScheduleTime) {
-			newer.FailedExecutions = append(newer.FailedExecutions, e)
-		}
-	}
-	newestFirst := func(a, b *metav1.Time) int { return b.Compare(a.Time) }
-	slices.SortStableFunc(newer.SuccessfulExecutions, func(a, b autoscalingv1alpha1.SuccessfulExecution) int { return newestFirst(a.ScheduleTime, b.ScheduleTime) })
-	slices.SortStableFunc(newer.FailedExecutions, func(a, b autoscalingv1alpha1.FailedExecution) int { return newestFirst(a.ScheduleTime, b.ScheduleTime) })
 }
 
 // writtenStatus returns the status kept in written, if any.

@@ -246,3 +246,36 @@ func truncate(t *metav1.Time) *metav1.Time {
 func historyIndex(status *autoscalingv1alpha1.CronFederatedHPAStatus, rule string) int {
 	return slices.IndexFunc(status.ExecutionHistories, func(h autoscalingv1alpha1.ExecutionHistory) bool { return h.RuleName == rule })
 }
+
+// addMissingExecutions adds to newer the executions of older whose
+// scheduled time newer does not record, newest first as status keeps them.
+func addMissingExecutions(newer, older *autoscalingv1alpha1.ExecutionHistory) {
+	recorded := func(t *metav1.Time) bool {
+		for _, e := range newer.SuccessfulExecutions {
+			if e.ScheduleTime.Equal(t) {
+				return true
+			}
+		}
+		for _, e := range newer.FailedExecutions {
+			if e.ScheduleTime.Equal(t) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range older.SuccessfulExecutions {
+		if !recorded(e.ScheduleTime) {
+			newer.SuccessfulExecutions = append(newer.SuccessfulExecutions, e)
+		}
+	}
+	for _, e := range older.FailedExecutions {
+		if !recorded(e.ScheduleTime) {
+			newer.FailedExecutions = append(newer.FailedExecutions, e)
+		}
+	}
+	newestFirst := func(a, b *metav1.Time) int { return b.Compare(a.Time) }
+	slices.SortStableFunc(newer.SuccessfulExecutions, func(a, b autoscalingv1alpha1.SuccessfulExecution) int {
+		return newestFirst(a.ScheduleTime, b.ScheduleTime)
+	})
+	slices.SortStableFunc(newer.FailedExecutions, func(a, b autoscalingv1alpha1.FailedExecution) int { return newestFirst(a.ScheduleTime, b.ScheduleTime) })
+}
