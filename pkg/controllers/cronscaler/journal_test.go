@@ -112,3 +112,28 @@ func TestPendingHistoryPlannedFromAnOlderStatusYieldsToANewerRecord(t *testing.T
 		t.Errorf("b = %+v, want the pending history (it handled 15:19, after the cached record)", b)
 	}
 }
+
+// A pending history that decided a slot the cached record already holds,
+// with the same outcome, writes the record's entry, not one of its own: a
+// slot's first record stands (seed 8001611 of -sim.edges -sim.model: a
+// successor started in the second of its predecessor's last status write
+// recorded the predecessor's last superseded slots again, with its own
+// time).
+func TestPendingHistoryKeepsTheFirstRecordOfASlot(t *testing.T) {
+	failed := func(at, exec, msg string) autoscalingv1alpha1.FailedExecution {
+		return autoscalingv1alpha1.FailedExecution{ScheduleTime: metaTime(utc(at)), ExecutionTime: metaTime(utc(exec)), Message: msg}
+	}
+	cached := autoscalingv1alpha1.CronFederatedHPAStatus{ExecutionHistories: []autoscalingv1alpha1.ExecutionHistory{{
+		RuleName: "a", NextExecutionTime: metaTime(utc("2024-05-01 19:25:00")),
+		FailedExecutions: []autoscalingv1alpha1.FailedExecution{failed("2024-05-01 19:20:00", "2024-05-01 19:20:45", "superseded, by the predecessor")},
+	}}}
+	pending := []autoscalingv1alpha1.ExecutionHistory{{
+		RuleName: "a", NextExecutionTime: metaTime(utc("2024-05-01 19:25:00")),
+		FailedExecutions: []autoscalingv1alpha1.FailedExecution{failed("2024-05-01 19:20:00", "2024-05-01 19:21:31", "superseded, again")},
+	}}
+	mergePending(&cached, pending)
+	got := cached.ExecutionHistories[0].FailedExecutions
+	if len(got) != 1 || got[0].Message != "superseded, by the predecessor" || !timeOf(got[0].ExecutionTime).Equal(utc("2024-05-01 19:20:45")) {
+		t.Errorf("19:20's record = %+v, want the predecessor's (the first) only", got)
+	}
+}

@@ -203,8 +203,11 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	  nothing; the slot its firing superseded was decided from the older
 //	  spec (the oracle's decidedFromUnseenSpec excuses it);
 //	seed 8100707: the same with another object's schedule changed on the
-//	  same target.
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707}
+//	  same target;
+//	seed 8001611: a successor started in the instant of its predecessor's
+//	  last status write recorded the predecessor's superseded slots again,
+//	  with its own time (fixed: keepFirstRecords).
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).
