@@ -368,43 +368,14 @@ func addonResizer(ns, name, target string, mode scaleplanev1alpha1.UpdateMode) *
 // returns its /metrics.
 func scrapeWebhook(t *testing.T) string {
 	t.Helper()
-	bin, err := framework.Binary("scaleplane-webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certs, err := framework.GenerateServingCerts("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, _, err := certs.WriteFiles(dir, "webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := framework.StartProcess(dir, "webhook", bin, []string{
-		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("scaleplane-webhook log:\n%s", p.Tail(50))
-		}
-	})
+	w := framework.StartWebhook(t, t.TempDir())
 	// The metrics are counts and latencies; the test does not check the
 	// certificate (the webhook's own tests do).
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
-	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	base := w.URL
 	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"autoscaling.scaleplane.io","version":"v1alpha1","kind":"AddonResizer"},"operation":"CREATE","object":{}}}`)
 	var body string
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		resp, err := client.Post(base+"/validate-addonresizer", "application/json", bytes.NewReader(review))
 		if err != nil {
 			return false, nil

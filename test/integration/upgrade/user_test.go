@@ -24,10 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -114,39 +112,13 @@ func tool(t *testing.T, name string) string {
 // startWebhook runs scaleplane-webhook on 127.0.0.1 with a certificate of a
 // new CA and returns that CA.
 func (u *user) startWebhook() []byte {
-	t := u.t
-	bin := tool(t, "scaleplane-webhook")
-	certs, err := framework.GenerateServingCerts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(u.dir, "webhook")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		u.t.Fatal(err)
 	}
-	certFile, keyFile, _, err := certs.WriteFiles(dir, "webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := framework.StartProcess(dir, "webhook", bin, []string{
-		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("scaleplane-webhook log:\n%s", p.Tail(50))
-		}
-	})
-	u.webhookURL = "https://127.0.0.1:" + strconv.Itoa(port)
-	return certs.CACert
+	w := framework.StartWebhook(u.t, dir)
+	u.webhookURL = w.URL
+	return w.CACert
 }
 
 // run runs a program of the user's PATH, or a bash command line when name
