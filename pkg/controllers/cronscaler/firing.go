@@ -75,6 +75,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 	// Oldest first; among equal times, spec order.
 	sort.SliceStable(due, func(i, j int) bool { return due[i].plan.Due.Before(due[j].plan.Due) })
 	c.yieldToOtherObjects(obj, due, now)
+	yieldToOwnAppliedSlots(plans, due, now)
 	merged := mergeFirings(due)
 
 	var applyErr error
