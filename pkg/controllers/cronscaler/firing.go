@@ -87,7 +87,7 @@ func (c *Controller) fire(ctx context.Context, obj *autoscalingv1alpha1.CronFede
 		if retried := c.retriedSlot(obj, due); retried.After(check) {
 			check = retried
 		}
-		prior, applyErr = c.apply(ctx, obj.Namespace, t, merged, check)
+		prior, applyErr = c.apply(withFiringDeadline(ctx, writtenDeadline(due)), obj.Namespace, t, merged, check)
 		if prior.decided() {
 			klog.FromContext(ctx).Info("Firing that may have been applied already not applied again", "target", t.String(), "prior", prior.String())
 		}
@@ -277,4 +277,16 @@ func describe(v values) string {
 	add("minReplicas", v.min)
 	add("maxReplicas", v.max)
 	return s
+}
+
+// writtenDeadline is the earliest deadline of the firings that won a field
+// of the target write.
+func writtenDeadline(due []*firing) time.Time {
+	var d time.Time
+	for _, f := range due {
+		if f.won != (values{}) && (d.IsZero() || f.plan.Deadline.Before(d)) {
+			d = f.plan.Deadline
+		}
+	}
+	return d
 }

@@ -17,8 +17,10 @@ limitations under the License.
 package cronscaler
 
 import (
+	"context"
 	"testing"
 
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -49,5 +51,28 @@ func TestLateFiringYieldsToALaterSlotOfTheSameObject(t *testing.T) {
 	yieldToOwnAppliedSlots(plans, []*firing{onTime}, utc("2024-03-31 08:00:00.010"))
 	if onTime.vals.max == nil {
 		t.Error("a firing on time yielded (no later slot can have been applied)")
+	}
+}
+
+// A target write is not sent once its firings' deadline has passed on the
+// controller's clock, however the sync got there (a request before it that
+// hung): the attempt counts as not answered, so the slot is given up as not
+// reached rather than applied late (issue 36, seeds 9100648, 9101178 and
+// 9101473 of -sim.edges -sim.model: an HPA's GET hung past
+// maxDelaySeconds, then the update was sent).
+func TestTargetWriteNotSentPastTheFiringsDeadline(t *testing.T) {
+	clock := testingclock.NewFakeClock(utc("2024-11-02 22:42:59"))
+	c := &Controller{clock: clock}
+	ctx := withFiringDeadline(context.Background(), utc("2024-11-02 22:43:00"))
+	if err := c.inTime(ctx); err != nil {
+		t.Fatalf("before the deadline: %v", err)
+	}
+	if err := c.inTime(context.Background()); err != nil {
+		t.Fatalf("a write with no deadline: %v", err)
+	}
+	clock.SetTime(utc("2024-11-02 22:43:04.689"))
+	err := c.inTime(ctx)
+	if err == nil || !isUnreachable(err) || mayHaveCommitted(err) || isPermanent(err) {
+		t.Errorf("after the deadline: %v (unreachable %v, may have committed %v); want a write not sent, counted as not answered", err, isUnreachable(err), mayHaveCommitted(err))
 	}
 }

@@ -209,8 +209,10 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	  with its own time (fixed: keepFirstRecords);
 //	seed 9100732: a rule added while the watch delivered nothing was found
 //	  due 7 minutes late, after another rule of the object had set the same
-//	  field at a later slot (fixed: yieldToOwnAppliedSlots).
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732}
+//	  field at a later slot (fixed: yieldToOwnAppliedSlots);
+//	seed 9100648: a GET of an HPA hung past the firing's deadline, then
+//	  the update was sent (fixed: inTime, checked before each target write).
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).

@@ -156,6 +156,10 @@ func isUnreachable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var late *pastDeadlineError
+	if errors.As(err, &late) {
+		return true
+	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		return false
@@ -184,6 +188,11 @@ func mayHaveCommitted(err error) bool {
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return false
+	}
+	var late *pastDeadlineError
+	if errors.As(err, &late) {
+		// Not sent (see inTime).
 		return false
 	}
 	return !utilnet.IsConnectionRefused(err)
@@ -251,6 +260,9 @@ func (c *Controller) applyScale(ctx context.Context, namespace string, t target,
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, *v.replicas)
 	return priorWrite{}, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.inTime(ctx); err != nil {
+			return err
+		}
 		_, err := c.scales.Scales(namespace).Patch(ctx, gvr, t.ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 		return err
 	})
@@ -311,6 +323,9 @@ func (c *Controller) applyFederatedHPA(ctx context.Context, namespace string, t 
 		if !setBounds(&fhpa.Spec.MinReplicas, &fhpa.Spec.MaxReplicas, v) {
 			return nil
 		}
+		if err := c.inTime(ctx); err != nil {
+			return err
+		}
 		_, err = client.Update(ctx, fhpa, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
@@ -366,6 +381,9 @@ func (c *Controller) applyLeaderWorkerSet(ctx context.Context, namespace string,
 		if !setBounds(&policy.MinReplicas, &policy.MaxReplicas, v) {
 			return nil
 		}
+		if err := c.inTime(ctx); err != nil {
+			return err
+		}
 		_, err = client.Update(ctx, lws, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
@@ -393,6 +411,9 @@ func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v
 		if !setBounds(&hpa.Spec.MinReplicas, &hpa.Spec.MaxReplicas, v) {
 			return nil
 		}
+		if err := c.inTime(ctx); err != nil {
+			return err
+		}
 		_, err = client.Update(ctx, hpa, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
@@ -400,4 +421,38 @@ func (c *Controller) applyHPA(ctx context.Context, namespace string, t target, v
 		return c.applyGenerated(ctx, namespace, "HorizontalPodAutoscaler", t.ref.Name, owner, v, inherited)
 	}
 	return prior, err
+}
+
+// firingDeadlineKey carries, in the context of a sync's target write, the
+// earliest deadline of the firings it applies.
+type firingDeadlineKey struct{}
+
+// withFiringDeadline gives the target write of fire the deadline of its
+// firings: a request of the same sync that hangs (a read before the write,
+// the target's managedFields, the object read fresh) can outlast it, and a
+// firing decided in time must not be written after its deadline (issue 36,
+// seeds 9100648, 9101178, 9101473 of -sim.edges -sim.model: a GET of an HPA
+// hung past maxDelaySeconds, then the update was sent).
+func withFiringDeadline(ctx context.Context, deadline time.Time) context.Context {
+	return context.WithValue(ctx, firingDeadlineKey{}, deadline)
+}
+
+// inTime is checked right before each target write: past the firings'
+// deadline (on the controller's clock) the write is not sent, and the
+// attempt counts as one the apiserver did not answer in time, so the slot
+// is given up as not reached (see retryFiring).
+func (c *Controller) inTime(ctx context.Context) error {
+	deadline, ok := ctx.Value(firingDeadlineKey{}).(time.Time)
+	if ok && !deadline.IsZero() && c.clock.Now().After(deadline) {
+		return &pastDeadlineError{deadline: deadline}
+	}
+	return nil
+}
+
+// pastDeadlineError says a target write was not sent: its firing's deadline
+// passed while the sync waited for the apiserver.
+type pastDeadlineError struct{ deadline time.Time }
+
+func (e *pastDeadlineError) Error() string {
+	return fmt.Sprintf("not written: the firing's deadline %s passed while waiting for the apiserver", e.deadline.UTC().Format(time.RFC3339))
 }
