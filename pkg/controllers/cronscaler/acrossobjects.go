@@ -170,18 +170,23 @@ func yieldToOwnAppliedSlots(plans []rulePlan, due []*firing, now time.Time) {
 				continue
 			}
 			for _, e := range p.History.SuccessfulExecutions {
-				if e.ScheduleTime == nil || !e.ScheduleTime.Time.After(f.plan.Due) {
-					continue
+				if e.ScheduleTime != nil && e.ScheduleTime.Time.After(f.plan.Due) {
+					f.yield(p.Rule.Name, e.ScheduleTime.Time, values{replicas: e.AppliedReplicas, min: e.AppliedMinReplicas, max: e.AppliedMaxReplicas})
 				}
-				slot := laterSlot{at: e.ScheduleTime.Time, desc: fmt.Sprintf("rule %q, scheduled later (%s),", p.Rule.Name, e.ScheduleTime.Time.UTC().Format(time.RFC3339))}
-				for _, pair := range [][2]**int32{{&f.vals.replicas, &e.AppliedReplicas}, {&f.vals.min, &e.AppliedMinReplicas}, {&f.vals.max, &e.AppliedMaxReplicas}} {
-					if *pair[0] != nil && *pair[1] != nil {
-						*pair[0] = nil
-						if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
-							f.yielded = slot
-						}
-					}
-				}
+			}
+		}
+	}
+}
+
+// yield removes from f the fields that a later slot of rule sets (set: the
+// values it set or sets), and notes the latest such slot.
+func (f *firing) yield(rule string, at time.Time, set values) {
+	slot := laterSlot{at: at, desc: fmt.Sprintf("rule %q, scheduled later (%s),", rule, at.UTC().Format(time.RFC3339))}
+	for _, pair := range [][2]**int32{{&f.vals.replicas, &set.replicas}, {&f.vals.min, &set.min}, {&f.vals.max, &set.max}} {
+		if *pair[0] != nil && *pair[1] != nil {
+			*pair[0] = nil
+			if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
+				f.yielded = slot
 			}
 		}
 	}

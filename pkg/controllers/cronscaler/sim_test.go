@@ -211,8 +211,16 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	  due 7 minutes late, after another rule of the object had set the same
 //	  field at a later slot (fixed: yieldToOwnAppliedSlots);
 //	seed 9100648: a GET of an HPA hung past the firing's deadline, then
-//	  the update was sent (fixed: inTime, checked before each target write).
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648}
+//	  the update was sent (fixed: inTime, checked before each target write);
+//	seed 9000961: a second controller's status write in the instant of the
+//	  cron-scaler's own, reported 0.47 s after it was seen, a request of the
+//	  sync having hung (the oracle allows the longest hang: hangAllowance).
+//
+// Open: seed 9100215, the crash window (docs/cron-scaler.md): a crashed
+// leader applied 11:14 and 11:15 of two rules of an object and recorded
+// neither; its successor found 11:15 past its maxDelaySeconds and applied
+// 11:14 over it through the scale subresource, whose writes keep no time.
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).
