@@ -211,6 +211,19 @@ var missedRange = regexp.MustCompile(`^missed (?:at least )?[0-9]+ scheduled tim
 // missedRangeEvent reads the range a MissedSchedule event names.
 var missedRangeEvent = regexp.MustCompile(` missed (?:at least )?[0-9]+ scheduled times from (\S+Z) to (\S+Z)`)
 
+// appliedAt says whether a process reported the slot applied: a Scaled
+// event of the rule's slot, which the cron-scaler emits once the status
+// recording it is written.
+func (o *oracle) appliedAt(inc *incarnation, slot time.Time) bool {
+	want := fmt.Sprintf("Rule %q (scheduled %s)", inc.rule, slot.UTC().Format(time.RFC3339))
+	for _, e := range o.s.events {
+		if e.uid == inc.uid && e.reason == reasonScaled && strings.HasPrefix(e.message, want) {
+			return true
+		}
+	}
+	return false
+}
+
 // notRunRecord returns how the cron-scaler's statuses written up to upTo
 // record the slot: "applied", "missed" (a failed execution whose message
 // says missed, at the slot or a range around it), "failed" (any other
@@ -250,6 +263,23 @@ func (o *oracle) notRunRecord(inc *incarnation, slot, upTo time.Time) string {
 					}
 				}
 			}
+			// Applied (its Scaled event says so) and recorded in a write that
+			// also recorded as many later slots as the limit keeps: pushed
+			// out in the same write
+			// (a status write retried through a watch stall records the
+			// slots of the whole stall at once; seed 10002704 -sim.edges
+			// -sim.model).
+			if how == "" && inc.successLimit > 0 && len(h.SuccessfulExecutions) >= inc.successLimit && o.appliedAt(inc, slot) {
+				full := true
+				for _, e := range h.SuccessfulExecutions {
+					if !e.ScheduleTime.Time.After(slot) {
+						full = false
+					}
+				}
+				if full {
+					return "applied"
+				}
+			}
 			if how == "" && len(h.FailedExecutions) >= inc.failedLimit && lastScheduleOf(&h).After(slot) {
 				full := true
 				for _, e := range h.FailedExecutions {
@@ -286,6 +316,14 @@ func (o *oracle) checkNotRunRecorded() {
 				continue
 			}
 			if p := o.leaderThrough(t0, handled); p.start.After(slot) && o.unwatchedChange(inc.uid, slot, p.start) {
+				continue
+			}
+			// A slot of a spec the leader's watch had not delivered: the
+			// edit takes effect at the relist, and a slot before it may lie
+			// before a slot of the older spec that ran meanwhile, which the
+			// record then says was handled last (seeds 10002704, 10003719,
+			// 10103041 of -sim.edges -sim.model; see decidedFromUnseenSpec).
+			if o.decidedFromUnseenSpec(inc, slot) {
 				continue
 			}
 			o.handled++

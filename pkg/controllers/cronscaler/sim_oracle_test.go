@@ -157,8 +157,9 @@ type incarnation struct {
 	// scaleTargetRef of a rule that was there before (see unseenRetarget).
 	retargeted bool
 	values     []valuesAt
-	// failedLimit is how many failed executions the rule's history keeps.
-	failedLimit int
+	// failedLimit and successLimit are how many failed and successful
+	// executions the rule's history keeps.
+	failedLimit, successLimit int
 }
 
 type valuesAt struct {
@@ -335,6 +336,7 @@ func (o *oracle) buildIncarnations() {
 					start: v.at, values: []valuesAt{{at: v.at, v: ruleFields(target, r)}}}
 				inc.slackEnd = o.slackEnd(uid, v.at)
 				inc.failedLimit = int(ptr.Deref(r.FailedHistoryLimit, 3))
+				inc.successLimit = int(ptr.Deref(r.SuccessfulHistoryLimit, 3))
 				inc.retargeted = retargeted && prev != nil && prevRules[r.Name]
 				open[r.Name] = inc
 				o.incs = append(o.incs, inc)

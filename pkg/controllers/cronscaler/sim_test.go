@@ -214,13 +214,21 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	  the update was sent (fixed: inTime, checked before each target write);
 //	seed 9000961: a second controller's status write in the instant of the
 //	  cron-scaler's own, reported 0.47 s after it was seen, a request of the
-//	  sync having hung (the oracle allows the longest hang: hangAllowance).
+//	  sync having hung (the oracle allows the longest hang: hangAllowance);
+//	seed 10103041: a schedule changed while the watch delivered nothing; a
+//	  slot of the new schedule lay before a slot of the old one that ran
+//	  meanwhile, and is never recorded (check 7 excuses it, as check 1 does:
+//	  decidedFromUnseenSpec);
+//	seed 10002704: slots applied through two stalls and recorded in one
+//	  write, more of them than successfulHistoryLimit keeps (check 7 takes a
+//	  slot pushed out in the write that recorded it, with its Scaled event,
+//	  as recorded).
 //
 // Open: seed 9100215, the crash window (docs/cron-scaler.md): a crashed
 // leader applied 11:14 and 11:15 of two rules of an object and recorded
 // neither; its successor found 11:15 past its maxDelaySeconds and applied
 // 11:14 over it through the scale subresource, whose writes keep no time.
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961}
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961, 10103041, 10002704}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).
