@@ -137,17 +137,9 @@ func (c *Controller) yieldToOtherObjects(obj *autoscalingv1alpha1.CronFederatedH
 		if f.err != nil {
 			continue
 		}
-		yield := func(field **int32, slot laterSlot) {
-			if *field != nil && !slot.at.IsZero() && slot.at.After(f.plan.Due) {
-				*field = nil
-				if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
-					f.yielded = slot
-				}
-			}
-		}
-		yield(&f.vals.replicas, later[0])
-		yield(&f.vals.min, later[1])
-		yield(&f.vals.max, later[2])
+		f.yieldField(&f.vals.replicas, later[0])
+		f.yieldField(&f.vals.min, later[1])
+		f.yieldField(&f.vals.max, later[2])
 	}
 }
 
@@ -179,15 +171,29 @@ func yieldToOwnAppliedSlots(plans []rulePlan, due []*firing, now time.Time) {
 }
 
 // yield removes from f the fields that a later slot of rule sets (set: the
-// values it set or sets), and notes the latest such slot.
+// values it set or sets).
 func (f *firing) yield(rule string, at time.Time, set values) {
 	slot := laterSlot{at: at, desc: fmt.Sprintf("rule %q, scheduled later (%s),", rule, at.UTC().Format(time.RFC3339))}
-	for _, pair := range [][2]**int32{{&f.vals.replicas, &set.replicas}, {&f.vals.min, &set.min}, {&f.vals.max, &set.max}} {
-		if *pair[0] != nil && *pair[1] != nil {
-			*pair[0] = nil
-			if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
-				f.yielded = slot
-			}
+	if set.replicas != nil {
+		f.yieldField(&f.vals.replicas, slot)
+	}
+	if set.min != nil {
+		f.yieldField(&f.vals.min, slot)
+	}
+	if set.max != nil {
+		f.yieldField(&f.vals.max, slot)
+	}
+}
+
+// yieldField gives up field to slot when slot is later than f's and f sets
+// the field, and notes the latest slot f yielded to: the one rule of latest
+// wins, across objects (yieldToOtherObjects) and within one
+// (yieldToOwnAppliedSlots).
+func (f *firing) yieldField(field **int32, slot laterSlot) {
+	if *field != nil && !slot.at.IsZero() && slot.at.After(f.plan.Due) {
+		*field = nil
+		if f.yielded.at.IsZero() || slot.at.After(f.yielded.at) {
+			f.yielded = slot
 		}
 	}
 }
