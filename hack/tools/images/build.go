@@ -170,35 +170,23 @@ func configFile(opts *buildOptions, p *v1.Platform, entrypoint string) *v1.Confi
 	}
 }
 
-// writeArchive writes the index as an OCI image layout in a temporary
-// directory, then tars that directory to the output, renaming it into place
-// last so that an interrupted build never leaves a half-written image.
+// writeArchive writes the index as an OCI image layout tarball, named by
+// its repository and tag (see writeLayoutArchive).
 func writeArchive(index v1.ImageIndex, opts *buildOptions) error {
-	tmp, err := os.MkdirTemp(filepath.Dir(opts.output), ".imagetool-")
-	if err != nil {
-		return fmt.Errorf("making a temporary directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, "layout")
-	lp, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return fmt.Errorf("writing the image layout: %w", err)
-	}
-	annotations := map[string]string{
-		refNameAnnotation:   opts.tag,
-		imageNameAnnotation: opts.repository + ":" + opts.tag,
-	}
-	if err := lp.AppendIndex(index, layout.WithAnnotations(annotations)); err != nil {
-		return fmt.Errorf("writing the image index: %w", err)
-	}
-	partial := filepath.Join(tmp, "image.tar")
-	if err := tarDirectory(dir, partial, opts.mtime); err != nil {
-		return err
-	}
-	if err := os.Rename(partial, opts.output); err != nil {
-		return fmt.Errorf("moving the image into place: %w", err)
-	}
-	return nil
+	return writeLayoutArchive(opts.output, opts.mtime, func(dir string) error {
+		lp, err := layout.Write(dir, empty.Index)
+		if err != nil {
+			return fmt.Errorf("writing the image layout: %w", err)
+		}
+		annotations := map[string]string{
+			refNameAnnotation:   opts.tag,
+			imageNameAnnotation: opts.repository + ":" + opts.tag,
+		}
+		if err := lp.AppendIndex(index, layout.WithAnnotations(annotations)); err != nil {
+			return fmt.Errorf("writing the image index: %w", err)
+		}
+		return nil
+	})
 }
 
 // keyValues is a repeatable key=value flag.

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -92,20 +91,8 @@ func chartCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(*output), ".imagetool-")
-	if err != nil {
-		return fmt.Errorf("making a temporary directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
 	entry := layoutEntry{image: img, repository: "charts/" + meta.Name, tag: meta.Version}
-	if err := writeLayout(filepath.Join(tmp, "layout"), []layoutEntry{entry}); err != nil {
-		return err
-	}
-	partial := filepath.Join(tmp, "chart.tar")
-	if err := tarDirectory(filepath.Join(tmp, "layout"), partial, created); err != nil {
-		return err
-	}
-	return os.Rename(partial, *output)
+	return writeLayoutArchive(*output, created, func(dir string) error { return writeLayout(dir, []layoutEntry{entry}) })
 }
 
 // readChartMetadata reads NAME/Chart.yaml from a packaged chart.

@@ -18,6 +18,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -129,6 +132,30 @@ func writeRemote(ref name.Reference, e layoutEntry) error {
 	}
 	if got.Digest != e.digest {
 		return fmt.Errorf("%s is served as %s after pushing %s", ref, got.Digest, e.digest)
+	}
+	return nil
+}
+
+// writeLayoutArchive writes an OCI image layout (fill writes it into the
+// directory it is given) in a temporary directory next to output, tars it
+// with mtime, and renames the tarball into place last, so that an
+// interrupted run never leaves a half-written archive.
+func writeLayoutArchive(output string, mtime time.Time, fill func(dir string) error) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(output), ".imagetool-")
+	if err != nil {
+		return fmt.Errorf("making a temporary directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "layout")
+	if err := fill(dir); err != nil {
+		return err
+	}
+	partial := filepath.Join(tmp, "layout.tar")
+	if err := tarDirectory(dir, partial, mtime); err != nil {
+		return err
+	}
+	if err := os.Rename(partial, output); err != nil {
+		return fmt.Errorf("moving %s into place: %w", output, err)
 	}
 	return nil
 }

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -167,19 +166,7 @@ func saveCommand(args []string) error {
 		e.tag = ref.TagStr()
 		saved = append(saved, e)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(*output), ".imagetool-")
-	if err != nil {
-		return fmt.Errorf("making a temporary directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := writeLayout(filepath.Join(tmp, "layout"), saved); err != nil {
-		return err
-	}
-	partial := filepath.Join(tmp, "save.tar")
-	if err := tarDirectory(filepath.Join(tmp, "layout"), partial, time.Unix(sourceDateEpoch(), 0).UTC()); err != nil {
-		return err
-	}
-	return os.Rename(partial, *output)
+	return writeLayoutArchive(*output, time.Unix(sourceDateEpoch(), 0).UTC(), func(dir string) error { return writeLayout(dir, saved) })
 }
 
 // resolveCommand prints the digest a registry serves a reference by.
