@@ -176,16 +176,7 @@ func (e *env) startRegistry() {
 // signed with a key pair made for the test, its images named at the test's
 // registry, as `make release` does for ghcr.io.
 func (e *env) cutRelease() {
-	keys := filepath.Join(e.dir, "keys")
-	if err := os.MkdirAll(keys, 0o700); err != nil {
-		e.t.Fatal(err)
-	}
-	cmd := exec.Command(e.bin["cosign"], "generate-key-pair")
-	cmd.Dir = keys
-	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+password)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		e.t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
-	}
+	keys := e.keyPair("keys")
 	platform := "linux/" + runtime.GOARCH
 	start := time.Now()
 	e.run([]string{

@@ -25,6 +25,21 @@ import (
 	"strings"
 )
 
+// keyPair makes a cosign key pair (cosign.key, cosign.pub, password
+// password) in a new directory name of the test's and returns it.
+func (e *env) keyPair(name string) string {
+	dir := filepath.Join(e.dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.Command(e.bin["cosign"], "generate-key-pair")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "COSIGN_PASSWORD="+password)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	return dir
+}
+
 func (e *env) cosign(args ...string) (string, string, error) {
 	return e.try(nil, e.bin["cosign"], append(args[:1:1], append([]string{"--allow-http-registry"}, args[1:]...)...)...)
 }
@@ -183,15 +198,7 @@ func (e *env) verifyRefusals() {
 	e.run(nil, e.bin["imagetool"], "push", "--archive", webhookArchive, "--reference", e.prefix+"/unsigned:"+e.version)
 	e.run(nil, e.bin["imagetool"], "push", "--archive", webhookArchive, "--reference", cm+":"+e.version+"-moved")
 
-	otherKeys := filepath.Join(e.dir, "other-keys")
-	if err := os.MkdirAll(otherKeys, 0o700); err != nil {
-		e.t.Fatal(err)
-	}
-	cmd := exec.Command(e.bin["cosign"], "generate-key-pair")
-	cmd.Dir, cmd.Env = otherKeys, append(os.Environ(), "COSIGN_PASSWORD="+password)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		e.t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
-	}
+	otherKeys := e.keyPair("other-keys")
 	for _, c := range []struct{ what, key, ref string }{
 		{"an image pushed unsigned", e.pub(), e.prefix + "/unsigned:" + e.version},
 		{"a tag moved to another image", e.pub(), cm + ":" + e.version + "-moved"},
