@@ -80,6 +80,7 @@ func TestInstallFromRegistry(t *testing.T) {
 	e := newEnv(t)
 	e.startRegistry()
 	e.cutRelease()
+	e.refusesTamperedRelease()
 	e.run(nil, filepath.Join(e.root, "hack/push-release.sh"), e.prefix, e.out)
 
 	e.verifySignatures()
@@ -394,5 +395,31 @@ func leaderWorkerSet(ns string) *lwsv1.LeaderWorkerSet {
 				}},
 			}}},
 		},
+	}
+}
+
+// refusesTamperedRelease: hack/push-release.sh pushes nothing from a release
+// whose files do not match its SHA256SUMS (docs/releasing.md): a copy of the
+// release with one byte of its krew manifest changed is refused, and the
+// registry holds no image of it.
+func (e *env) refusesTamperedRelease() {
+	tampered := filepath.Join(e.dir, "tampered")
+	if out, err := exec.Command("cp", "-R", e.out, tampered).CombinedOutput(); err != nil {
+		e.t.Fatalf("copying the release: %v\n%s", err, out)
+	}
+	manifest := filepath.Join(tampered, "scaleplane.yaml")
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest, append(data, '#'), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	out, errOut, err := e.try(nil, filepath.Join(e.root, "hack/push-release.sh"), e.prefix+"/tampered", tampered)
+	if err == nil || !strings.Contains(errOut, "does not match SHA256SUMS") {
+		e.t.Errorf("push-release of a tampered release: %v, want a refusal naming SHA256SUMS\n%s\n%s", err, out, errOut)
+	}
+	if _, _, err := e.try(nil, e.bin["imagetool"], "resolve", "--reference", e.prefix+"/tampered/scaleplane-webhook:"+e.version); err == nil {
+		e.t.Error("the tampered release's webhook image was pushed")
 	}
 }
