@@ -33,7 +33,18 @@ func (c *Controller) onAdd(ctx context.Context, obj any) {
 	}
 	c.counts.add(len(cron.Spec.Rules))
 	c.targets.add(cron, 1)
-	c.queue.Add(cache.MetaObjectToName(cron))
+	key := cache.MetaObjectToName(cron)
+	c.markFirstSight(ctx, key, cron)
+	c.queue.Add(key)
+}
+
+// markFirstSight marks every rule of an object seen for the first time that
+// was edited while the watch delivered nothing (see firstSightReplan).
+func (c *Controller) markFirstSight(ctx context.Context, key cache.ObjectName, cron *autoscalingv1alpha1.CronFederatedHPA) {
+	if at := firstSightReplan(cron, c.start, c.clock.Now()); !at.IsZero() {
+		klog.FromContext(ctx).V(2).Info("Rules re-planned after a change made before the object was seen", "cronFederatedHPA", klog.KObj(cron), "changed", at)
+		c.memory.markReplan(key, cron.UID, true, nil, at)
+	}
 }
 
 // onUpdate enqueues the object and marks the rules whose plan a spec change
@@ -68,6 +79,9 @@ func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
 			klog.FromContext(ctx).V(2).Info("Rules re-planned after a spec change", "cronFederatedHPA", klog.KObj(newCron), "all", all, "rules", rules, "changed", at)
 			c.memory.markReplan(key, newCron.UID, all, rules, at)
 		}
+	} else {
+		// Re-created under its name while the watch delivered nothing.
+		c.markFirstSight(ctx, key, newCron)
 	}
 	c.queue.Add(key)
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/cronplan"
 )
 
 // replanMarks are the changes of an object, seen by the event handlers,
@@ -48,7 +49,9 @@ import (
 //
 // What they hold that the object's timeline does not: a change the watch
 // delivers more than maxChangeLag after its managedFields time (the clocks
-// are apart) is planned from when it was seen.
+// are apart) is planned from when it was seen; and that an object first
+// seen after this process started was changed before it was seen, not
+// watched (see firstSightReplan).
 type replanMarks struct {
 	all   time.Time
 	rules map[string]time.Time
@@ -173,3 +176,30 @@ func changeMade(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) time.T
 // maxChangeLag bounds how long before it is seen a change may have been
 // made to be planned from then (see changeMade).
 const maxChangeLag = time.Hour
+
+// firstSightReplan is the replan mark of every rule of an object the event
+// handlers see for the first time (an add, or an object re-created under a
+// name they knew) when it was changed after it was created, after this
+// process started, and after the cron-scaler's last status write to it;
+// zero otherwise. Such a change was not watched: a relist after 410 Gone
+// hands over only the newest version of an object created and edited while
+// the watch delivered nothing, so no update marked the edit, and a rule
+// without history would be planned from the object's creation
+// (cronplan.RuleStart). managedFields say when it changed, not what: it may
+// have been the target, so the rules are planned from the change (see
+// changeMade), as one made before the process started is
+// (cronplan.From.Unwatched), and a slot before it, which belongs to the
+// object as it was, is not run (docs/cron-scaler.md: a rule given a new
+// target is planned from the time of that change; an unseen edit takes
+// effect at the relist). Issue 36, seed 10109815 of -sim.edges -sim.model:
+// created on web-0 at 10:45:56, retargeted to web-1 at 10:54:06, first seen
+// at the relist at 10:54:59, when r13's 10:50 slot, planned from the
+// creation, was applied to web-1.
+func firstSightReplan(obj *autoscalingv1alpha1.CronFederatedHPA, start processStart, now time.Time) time.Time {
+	changed := timelineOf(obj).lastSpecChange(now)
+	if changed.IsZero() || !changed.After(obj.CreationTimestamp.Time) || !changed.After(start.time()) ||
+		!changed.After(cronplan.OwnStatusWrite(obj)) {
+		return time.Time{}
+	}
+	return changeMade(obj, now)
+}

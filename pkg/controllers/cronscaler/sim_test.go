@@ -222,7 +222,11 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	seed 10002704: slots applied through two stalls and recorded in one
 //	  write, more of them than successfulHistoryLimit keeps (check 7 takes a
 //	  slot pushed out in the write that recorded it, with its Scaled event,
-//	  as recorded).
+//	  as recorded);
+//	seed 10109815: an object created and retargeted while the watch
+//	  delivered nothing, first seen at the relist, was planned from its
+//	  creation and the old target's slot applied to the new one (fixed:
+//	  firstSightReplan plans it from the unwatched change).
 //
 // Open (test/bench/README.md): seed 9100215, the crash window
 // (docs/cron-scaler.md): a crashed leader applied 11:14 and 11:15 of two
@@ -230,9 +234,8 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 // its maxDelaySeconds and applied 11:14 over it through the scale
 // subresource, whose writes keep no time. Seed 10007590: a second
 // controller's write in the second a new leader started and wrote is not
-// reported. Seed 10109815: a firing planned for a target that was changed
-// while the watch delivered nothing landed on the new one at the relist.
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961, 10103041, 10002704}
+// reported.
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961, 10103041, 10002704, 10109815}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).
