@@ -24,6 +24,7 @@ package cronscaler
 // guard_lostanswers_test.go.
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,6 +284,43 @@ func TestSecondScaleplaneIsReported(t *testing.T) {
 	})
 	h.syncAt(utc("2024-05-01 08:00:00.400"), "c")
 	h.expectEvent("Warning ManagedByAnotherController Status was written by " + FieldManager + " from another process")
+}
+
+// Issue 36, seed 10007590 of -sim.edges -sim.model: another controller
+// writes status in the second a new leader started and made its own first
+// status write. managedFields keep seconds, so the newest status entry is a
+// tie; taken for the cron-scaler's own, in the start second, the write
+// counted as the predecessor's and was not reported. The other manager is
+// named, whatever the order of the entries (the apiserver sorts one
+// second's entries by manager name), also in the cache.
+func TestAnotherWriterInTheStartSecondOfOwnWriteIsReported(t *testing.T) {
+	h := newHarness(t, utc("2024-03-31 08:59:13.369"), cron("c", rule("r", "*/7 * * * *", 10)))
+	h.scales.set("deployments", "web", 1)
+	before := h.get("c")
+	h.syncAt(utc("2024-03-31 08:59:13.369"), "c")
+	h.c.onUpdate(h.ctx, before, h.get("c"))
+	h.syncAt(utc("2024-03-31 08:59:13.400"), "c")
+	h.events()
+	h.clock.SetTime(utc("2024-03-31 08:59:13.838"))
+	h.writeStatusAs("karmada-controller-manager", "c", func(o *autoscalingv1alpha1.CronFederatedHPA) {
+		o.Status.ExecutionHistories[0].NextExecutionTime = metaTime(utc("2024-03-31 09:07:00"))
+	})
+	stored := h.get("c")
+	h.syncAt(utc("2024-03-31 08:59:14.449"), "c")
+	h.expectEvent("Warning ManagedByAnotherController Status was written by karmada-controller-manager,")
+	for _, reversed := range []bool{false, true} {
+		obj := stored.DeepCopy()
+		if reversed {
+			slices.Reverse(obj.ManagedFields)
+		}
+		if m, _ := timelineOf(obj).newestStatusWrite(); m != "karmada-controller-manager" {
+			t.Errorf("entries reversed %v: newest status write by %q; want karmada-controller-manager", reversed, m)
+		}
+		cached, _ := stripForCache(obj)
+		if m, _ := timelineOf(cached.(*autoscalingv1alpha1.CronFederatedHPA)).newestStatusWrite(); m != "karmada-controller-manager" {
+			t.Errorf("entries reversed %v: newest status write of the cached object by %q; want karmada-controller-manager", reversed, m)
+		}
+	}
 }
 
 // A watch that relists (after 410 Gone) delivers the latest state only: a
