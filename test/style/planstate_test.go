@@ -78,7 +78,8 @@ var cronscalerPlanState = planStateRules{
 		"Controller.scales":       roleDependency,
 		"Controller.metadata":     roleDependency,
 		"Controller.mapper":       roleDependency,
-		"Controller.lister":       roleDependency,
+		"Controller.crons":        roleDependency,
+		"cronCache.indexer":       roleDependency,
 		"Controller.synced":       roleDependency,
 		"Controller.recorder":     roleDependency,
 		"Controller.clock":        roleDependency,
@@ -157,6 +158,7 @@ var cronscalerPlanState = planStateRules{
 		"targetKinds":     notPlanState("the metric's label values"),
 		"registerOnce":    roleDependency,
 		"interner":        notPlanState("strings shared by the cached objects"),
+		"zones":           notPlanState("time zone pointers shared by the cached objects"),
 		"AllStoredFields": notPlanState("a constant of the schema's fields"),
 	},
 }

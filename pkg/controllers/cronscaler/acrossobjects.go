@@ -25,7 +25,6 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -46,7 +45,7 @@ import (
 //
 // Why this holds across restarts and in either order of the syncs: the
 // decision reads only what is durable or derived from it, the other
-// object's status in the lister (merged with what this process wrote and
+// object's status in the cache (merged with what this process wrote and
 // the cache does not show yet) and its plan, made by the same planning as
 // its own sync (cronplan.Rule, from its status, managedFields and the replan
 // marks this process holds). The object synced first finds the later slot
@@ -58,7 +57,8 @@ import (
 // another object between its slot and now (slots are whole seconds), and
 // only a target shared by two objects or more is looked up: a count per
 // target (a 64-bit hash, kept by the event handlers) says which; the
-// objects are then found by listing the namespace from the lister.
+// objects are then found by going through the namespace in the cache (only
+// those on the target are made typed objects: see cronCache.onTarget).
 
 // targetCounts counts the CronFederatedHPAs per target (namespace, group,
 // kind, name), by a hash of it: about 20 bytes per object. A collision only
@@ -204,17 +204,14 @@ func (f *firing) yieldField(field **int32, slot laterSlot) {
 // says so).
 func (c *Controller) laterSlots(obj *autoscalingv1alpha1.CronFederatedHPA, now time.Time) [3]laterSlot {
 	var out [3]laterSlot
-	others, err := c.lister.CronFederatedHPAs(obj.Namespace).List(labels.Everything())
-	if err != nil {
-		return out
-	}
+	others := c.crons.onTarget(obj.Namespace, obj.Spec.ScaleTargetRef)
 	note := func(i int, set *int32, at time.Time, o *autoscalingv1alpha1.CronFederatedHPA, rule string) {
 		if set != nil && !at.After(now) && at.After(out[i].at) {
 			out[i] = laterSlot{at: at, desc: fmt.Sprintf("rule %q of CronFederatedHPA %s, scheduled later (%s),", rule, klog.KObj(o), at.UTC().Format(time.RFC3339))}
 		}
 	}
 	// In a fixed order: of two slots at the same time, the first noted is
-	// named, and the lister lists in no order.
+	// named, and the cache lists in no order.
 	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
 	for _, o := range others {
 		if o.UID == obj.UID || !sameTarget(o.Spec.ScaleTargetRef, obj.Spec.ScaleTargetRef) {

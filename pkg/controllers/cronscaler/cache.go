@@ -19,6 +19,10 @@ package cronscaler
 import (
 	"sync"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
@@ -42,6 +46,12 @@ func stripForCache(obj any) (any, error) {
 		// A tombstone of a deleted object passes as it is.
 		return obj, nil
 	}
+	return cachedOf(strip(cron)), nil
+}
+
+// strip drops from cron, in place, what the cron-scaler never reads (see
+// stripForCache) and returns it.
+func strip(cron *autoscalingv1alpha1.CronFederatedHPA) *autoscalingv1alpha1.CronFederatedHPA {
 	cron.ManagedFields = keepTimeline(cron.ManagedFields)
 	if _, ok := cron.Annotations[lastAppliedAnnotation]; ok {
 		delete(cron.Annotations, lastAppliedAnnotation)
@@ -50,7 +60,56 @@ func stripForCache(obj any) (any, error) {
 		}
 	}
 	internStrings(cron)
-	return cron, nil
+	return cron
+}
+
+// cronCache reads the CronFederatedHPA informer's cache, whose objects are
+// cachedCrons (see stripForCache), as typed objects, in place of the
+// generated lister.
+type cronCache struct {
+	indexer cache.Indexer
+}
+
+// get is the object with that key, or a NotFound error, as a lister's Get.
+func (c cronCache) get(key cache.ObjectName) (*autoscalingv1alpha1.CronFederatedHPA, error) {
+	item, exists, err := c.indexer.GetByKey(key.String())
+	if err != nil {
+		return nil, err
+	}
+	if obj, ok := cronOf(item); exists && ok {
+		return obj, nil
+	}
+	return nil, apierrors.NewNotFound(autoscalingv1alpha1.Resource("cronfederatedhpa"), key.Name)
+}
+
+// onTarget lists the objects of namespace whose target is ref, typed; the
+// others are not made typed objects (a namespace may hold 100,000).
+func (c cronCache) onTarget(namespace string, ref autoscalingv2.CrossVersionObjectReference) []*autoscalingv1alpha1.CronFederatedHPA {
+	items, err := c.indexer.ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		// No namespace index: every object, filtered below.
+		items = c.indexer.List()
+	}
+	var out []*autoscalingv1alpha1.CronFederatedHPA
+	for _, item := range items {
+		var ns string
+		var target autoscalingv2.CrossVersionObjectReference
+		switch o := item.(type) {
+		case *cachedCron:
+			ns, target = o.namespace, o.spec.ScaleTargetRef
+		case *autoscalingv1alpha1.CronFederatedHPA:
+			ns, target = o.Namespace, o.Spec.ScaleTargetRef
+		default:
+			continue
+		}
+		if ns != namespace || !sameTarget(target, ref) {
+			continue
+		}
+		if obj, ok := cronOf(item); ok {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // internStrings shares the strings that repeat across objects.
@@ -63,8 +122,7 @@ func internStrings(cron *autoscalingv1alpha1.CronFederatedHPA) {
 		r := &cron.Spec.Rules[i]
 		r.Name, r.Schedule = intern(r.Name), intern(r.Schedule)
 		if r.TimeZone != nil {
-			tz := intern(*r.TimeZone)
-			r.TimeZone = &tz
+			r.TimeZone = internPointer(*r.TimeZone)
 		}
 	}
 	for i := range cron.Status.ExecutionHistories {
@@ -83,6 +141,30 @@ var interner = struct {
 	sync.Mutex
 	m map[string]string
 }{m: map[string]string{}}
+
+// zones holds one pointer to each time zone interned: a rule's time zone is
+// a pointer, and the cache never writes through it.
+var zones = struct {
+	sync.Mutex
+	m map[string]*string
+}{m: map[string]*string{}}
+
+// internPointer returns a pointer to the shared copy of s, shared too when
+// there is room.
+func internPointer(s string) *string {
+	zones.Lock()
+	defer zones.Unlock()
+	if p, ok := zones.m[s]; ok {
+		return p
+	}
+	p := &s
+	if len(zones.m) < maxInterned {
+		shared := intern(s)
+		p = &shared
+		zones.m[s] = p
+	}
+	return p
+}
 
 // intern returns the shared copy of s, making s the shared copy if there is
 // none yet and room for it.

@@ -51,7 +51,7 @@ func TestStripForCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*autoscalingv1alpha1.CronFederatedHPA)
+	got, _ := cronOf(out)
 	if len(got.ManagedFields) != 2 {
 		t.Fatalf("managedFields %+v; want the newest entry of the object and the newest of its status", got.ManagedFields)
 	}
@@ -82,7 +82,7 @@ func TestStripForCache(t *testing.T) {
 		{Manager: "karmada-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: &newest, Subresource: "status"},
 	}
 	out, _ = stripForCache(foreign)
-	got = out.(*autoscalingv1alpha1.CronFederatedHPA)
+	got, _ = cronOf(out)
 	if m, _ := timelineOf(got).newestStatusWrite(); m != "karmada-controller-manager" {
 		t.Errorf("newestStatusWrite of the cached object = %q; want karmada-controller-manager", m)
 	}
@@ -107,7 +107,8 @@ func TestStripForCacheSharesRepeatedStrings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.(*autoscalingv1alpha1.CronFederatedHPA)
+		got, _ := cronOf(out)
+		return got
 	}
 	a, b := decode("a"), decode("b")
 	if unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {

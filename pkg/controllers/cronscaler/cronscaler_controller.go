@@ -56,7 +56,6 @@ import (
 	"github.com/scaleplane/scaleplane/pkg/cronplan"
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	informers "github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
-	listers "github.com/scaleplane/scaleplane/pkg/generated/listers/autoscaling/v1alpha1"
 )
 
 // Name is the controller's name in --controllers, logs and events.
@@ -105,7 +104,7 @@ type Controller struct {
 	scales     scale.ScalesGetter
 	metadata   metadata.Interface
 	mapper     meta.ResettableRESTMapper
-	lister     listers.CronFederatedHPALister
+	crons      cronCache
 	synced     cache.InformerSynced
 	recorder   record.EventRecorder
 	clock      clock.WithTicker
@@ -192,7 +191,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		scales:       cfg.Scales,
 		metadata:     cfg.Metadata,
 		mapper:       cfg.Mapper,
-		lister:       cfg.Informer.Lister(),
+		crons:        cronCache{indexer: cfg.Informer.Informer().GetIndexer()},
 		recorder:     cfg.Recorder,
 		clock:        clk,
 		workers:      cfg.Workers,

@@ -27,7 +27,7 @@ import (
 )
 
 func (c *Controller) onAdd(ctx context.Context, obj any) {
-	cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+	cron, ok := cronOf(obj)
 	if !ok {
 		return
 	}
@@ -56,8 +56,8 @@ func (c *Controller) markFirstSight(ctx context.Context, key cache.ObjectName, c
 // that sync is cheap, writes nothing, and lets the in-process memory drop
 // what the cache has caught up with.
 func (c *Controller) onUpdate(ctx context.Context, oldObj, newObj any) {
-	oldCron, ok1 := oldObj.(*autoscalingv1alpha1.CronFederatedHPA)
-	newCron, ok2 := newObj.(*autoscalingv1alpha1.CronFederatedHPA)
+	oldCron, ok1 := cronOf(oldObj)
+	newCron, ok2 := cronOf(newObj)
 	if !ok1 || !ok2 {
 		return
 	}
@@ -90,7 +90,7 @@ func (c *Controller) onDelete(ctx context.Context, obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+	cron, ok := cronOf(obj)
 	if !ok {
 		return
 	}

@@ -316,8 +316,9 @@ func TestAnotherWriterInTheStartSecondOfOwnWriteIsReported(t *testing.T) {
 		if m, _ := timelineOf(obj).newestStatusWrite(); m != "karmada-controller-manager" {
 			t.Errorf("entries reversed %v: newest status write by %q; want karmada-controller-manager", reversed, m)
 		}
-		cached, _ := stripForCache(obj)
-		if m, _ := timelineOf(cached.(*autoscalingv1alpha1.CronFederatedHPA)).newestStatusWrite(); m != "karmada-controller-manager" {
+		out, _ := stripForCache(obj)
+		cached, _ := cronOf(out)
+		if m, _ := timelineOf(cached).newestStatusWrite(); m != "karmada-controller-manager" {
 			t.Errorf("entries reversed %v: newest status write of the cached object by %q; want karmada-controller-manager", reversed, m)
 		}
 	}

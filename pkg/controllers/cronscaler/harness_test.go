@@ -140,7 +140,8 @@ func (h *harness) newController() {
 	// The informer's first list hands every object to onAdd, which counts
 	// it by target (see yieldToOtherObjects); the queue is left to the test.
 	for _, o := range h.indexer.List() {
-		c.targets.add(o.(*autoscalingv1alpha1.CronFederatedHPA), 1)
+		cron, _ := cronOf(o)
+		c.targets.add(cron, 1)
 	}
 }
 
@@ -153,7 +154,9 @@ func (h *harness) refresh() {
 	}
 	objs := make([]any, 0, len(list.Items))
 	for i := range list.Items {
-		objs = append(objs, &list.Items[i])
+		// As the informer holds it.
+		obj, _ := stripForCache(&list.Items[i])
+		objs = append(objs, obj)
 	}
 	if err := h.indexer.Replace(objs, ""); err != nil {
 		h.t.Fatal(err)

@@ -27,8 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-
-	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 )
 
 // What the simulated apiserver plays with -sim.model (issue 36: "the
@@ -235,21 +233,22 @@ func (s *sim) relist(p *simProc, now time.Time) {
 	sort.Strings(names)
 	for _, n := range names {
 		e := state[n]
+		// As the informer holds it (see stripForCache).
 		obj, _ := stripForCache(e.obj.DeepCopy())
-		cron := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+		cron, _ := cronOf(obj)
 		if held, ok := p.cacheAt[cron.UID]; ok && held.Before(e.at) && s.srv.versionsBetween(cron.UID, held, e.at) > 1 {
 			s.stats.coalesced++
 		}
-		if old, exists, _ := p.indexer.Get(cron); exists {
-			_ = p.indexer.Update(cron)
-			if o := old.(*autoscalingv1alpha1.CronFederatedHPA); o.UID != cron.UID {
+		if old, exists, _ := p.indexer.Get(obj); exists {
+			_ = p.indexer.Update(obj)
+			if o, _ := cronOf(old); o.UID != cron.UID {
 				delete(p.cacheAt, o.UID)
 				s.stats.recreated++
 			}
-			p.c.onUpdate(p.ctx, old, cron)
+			p.c.onUpdate(p.ctx, old, obj)
 		} else {
-			_ = p.indexer.Add(cron)
-			p.c.onAdd(p.ctx, cron)
+			_ = p.indexer.Add(obj)
+			p.c.onAdd(p.ctx, obj)
 		}
 		if held, ok := p.cacheAt[cron.UID]; ok && held.Equal(e.at) {
 			// The version it held: the handler takes it for a resync.
@@ -266,7 +265,7 @@ func (s *sim) relist(p *simProc, now time.Time) {
 		if !exists {
 			continue
 		}
-		o := old.(*autoscalingv1alpha1.CronFederatedHPA)
+		o, _ := cronOf(old)
 		if _, ok := state[o.Name]; ok {
 			continue
 		}

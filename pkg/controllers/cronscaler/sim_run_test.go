@@ -31,7 +31,6 @@ import (
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
 
-	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
 	"github.com/scaleplane/scaleplane/pkg/generated/informers/externalversions"
 	"github.com/scaleplane/scaleplane/pkg/workloop"
 )
@@ -361,9 +360,10 @@ func (s *sim) deliver(p *simProc, now time.Time) {
 		s.srv.mu.Unlock()
 		p.cursor++
 		p.lastAt, p.nextAt = at, time.Time{}
+		// As the informer holds it (see stripForCache).
 		obj, _ := stripForCache(e.obj.DeepCopy())
-		cron := obj.(*autoscalingv1alpha1.CronFederatedHPA)
-		old, exists, _ := p.indexer.Get(cron)
+		cron, _ := cronOf(obj)
+		old, exists, _ := p.indexer.Get(obj)
 		switch {
 		case e.deleted:
 			if exists {
@@ -373,11 +373,11 @@ func (s *sim) deliver(p *simProc, now time.Time) {
 			delete(p.cacheAt, cron.UID)
 			continue
 		case exists:
-			_ = p.indexer.Update(cron)
-			p.c.onUpdate(p.ctx, old, cron)
+			_ = p.indexer.Update(obj)
+			p.c.onUpdate(p.ctx, old, obj)
 		default:
-			_ = p.indexer.Add(cron)
-			p.c.onAdd(p.ctx, cron)
+			_ = p.indexer.Add(obj)
+			p.c.onAdd(p.ctx, obj)
 		}
 		p.cacheAt[cron.UID] = e.at
 		p.seen = append(p.seen, delivery{at: now, uid: cron.UID, versionAt: e.at, specAt: e.version.specAt})

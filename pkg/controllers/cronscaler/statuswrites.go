@@ -38,7 +38,7 @@ import (
 // The Normal events of the firings are emitted once their status is written
 // (see deferredEvents).
 func (c *Controller) record(ctx context.Context, key cache.ObjectName) error {
-	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
+	obj, err := c.crons.get(key)
 	if apierrors.IsNotFound(err) {
 		c.memory.forget(key)
 		c.deferred.forget(key)

@@ -38,7 +38,7 @@ import (
 func (c *Controller) fireSync(ctx context.Context, key cache.ObjectName) (time.Duration, bool, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "cronFederatedHPA", key)
 	ctx = klog.NewContext(ctx, logger)
-	obj, err := c.lister.CronFederatedHPAs(key.Namespace).Get(key.Name)
+	obj, err := c.crons.get(key)
 	if apierrors.IsNotFound(err) {
 		c.memory.forget(key)
 		c.deferred.forget(key)
