@@ -221,7 +221,11 @@ func createUnboundedClients(cfg *rest.Config, agent string, mapper meta.RESTMapp
 	if err != nil {
 		return UnboundedClients{}, fmt.Errorf("building the unbounded scale client: %w", err)
 	}
-	return UnboundedClients{KubeClient: kubeClient, Client: client, ScaleClient: scaleClient}, nil
+	patching, err := newPatchScales(unbounded, scaleClient)
+	if err != nil {
+		return UnboundedClients{}, err
+	}
+	return UnboundedClients{KubeClient: kubeClient, Client: client, ScaleClient: patching}, nil
 }
 
 // StartInformers starts every informer registered so far. Factories start

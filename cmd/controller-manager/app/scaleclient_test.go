@@ -1,0 +1,118 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/scale"
+	fakescale "k8s.io/client-go/scale/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// The cron-scaler's Patch of a scale subresource is the request client-go's
+// scale client sends (path, query, content type, body), its answer read as
+// the Scale it is, and the apiserver's errors kept as the errors they are
+// (the cron-scaler retries a conflict, a timeout, and not a 404); the other
+// methods are client-go's.
+func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
+	type request struct{ method, path, query, contentType, body string }
+	requests := make(chan request, 10)
+	answer := func(w http.ResponseWriter, code int, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, body)
+	}
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		requests <- request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), string(body)}
+		switch r.URL.Path {
+		case "/apis/apps/v1/namespaces/shop/deployments/web/scale", "/api/v1/namespaces/shop/replicationcontrollers/rc/scale":
+			// As kube-apiserver 1.37 answers a scale patch of a Deployment.
+			answer(w, http.StatusOK, `{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"shop","uid":"3b8f3e2c-1d0a-4f5e-9c8b-7a6d5e4f3a2b","resourceVersion":"4711","creationTimestamp":"2026-11-29T08:00:00Z"},"spec":{"replicas":12},"status":{"replicas":3,"selector":"app=web"}}`)
+		case "/apis/apps/v1/namespaces/shop/deployments/busy/scale":
+			answer(w, http.StatusConflict, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on deployments.apps \"busy\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"name":"busy","group":"apps","kind":"deployments"},"code":409}`)
+		default:
+			answer(w, http.StatusNotFound, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"gone\" not found","reason":"NotFound","details":{"name":"gone","group":"apps","kind":"deployments"},"code":404}`)
+		}
+	}))
+	defer server.Close()
+	wrapped := &fakescale.FakeScaleClient{}
+	wrapped.AddReactor("get", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 7}}, nil
+	})
+	scales, err := newPatchScales(&rest.Config{Host: server.URL}, wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	patch := []byte(`{"spec":{"replicas":12}}`)
+
+	got, err := scales.Scales("shop").Patch(ctx, deployments, "web", types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "scaleplane-cron-scaler", DryRun: []string{metav1.DryRunAll}, Force: ptr.To(false), FieldValidation: "Strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "web" || got.Spec.Replicas != 12 || got.Status.Replicas != 3 || got.Status.Selector != "app=web" || got.ResourceVersion != "4711" {
+		t.Errorf("the answer read as %+v; want the Scale of web, 12 wanted, 3 running", got)
+	}
+	want := request{http.MethodPatch, "/apis/apps/v1/namespaces/shop/deployments/web/scale",
+		"dryRun=All&fieldManager=scaleplane-cron-scaler&fieldValidation=Strict&force=false", string(types.MergePatchType), string(patch)}
+	if r := <-requests; r != want {
+		t.Errorf("request %+v; want %+v", r, want)
+	}
+
+	if _, err := scales.Scales("shop").Patch(ctx, schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "rc", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-requests; r.path != "/api/v1/namespaces/shop/replicationcontrollers/rc/scale" || r.query != "" {
+		t.Errorf("a core resource's patch went to %s?%s; want /api/v1/namespaces/shop/replicationcontrollers/rc/scale and no query", r.path, r.query)
+	}
+
+	if _, err := scales.Scales("shop").Patch(ctx, deployments, "busy", types.MergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("a 409 came back as %v; want a conflict", err)
+	}
+	<-requests
+	got, err = scales.Scales("shop").Patch(ctx, deployments, "gone", types.MergePatchType, patch, metav1.PatchOptions{})
+	if !apierrors.IsNotFound(err) || got != nil {
+		t.Errorf("a 404 came back as %v, %v; want NotFound and no Scale", got, err)
+	}
+	<-requests
+
+	if s, err := scales.Scales("shop").Get(ctx, schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", metav1.GetOptions{}); err != nil || s.Spec.Replicas != 7 {
+		t.Errorf("Get gave %v, %v; want client-go's scale client's answer (7)", s, err)
+	}
+	select {
+	case r := <-requests:
+		t.Errorf("Get sent %+v to the server; want it left to the wrapped client", r)
+	default:
+	}
+	var _ scale.ScalesGetter = patchScales{}
+}
