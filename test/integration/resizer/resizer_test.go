@@ -374,12 +374,19 @@ func TestMetricsSource(t *testing.T) {
 	nodes := waitSized(t, cp, ns, "nodes", scaleplanev1alpha1.TargetKindDeployment, nodeCount(cp))
 	containers := waitSized(t, cp, ns, "containers", scaleplanev1alpha1.TargetKindDeployment, func(context.Context) (int64, error) { return 6, nil })
 	t.Logf("sized for %d nodes (the API server's) and %d containers (the metrics API's)", nodes, containers)
-	ar, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "containers", metav1.GetOptions{})
+	// The resizer writes the target first and its status after: on a loaded
+	// machine the status may come a moment after the template is seen sized.
+	var conditions []metav1.Condition
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		ar, err := cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "containers", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conditions = ar.Status.Conditions
+		return conditionTrue(conditions, scaleplanev1alpha1.ConditionMetricsAvailable), nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if !conditionTrue(ar.Status.Conditions, scaleplanev1alpha1.ConditionMetricsAvailable) {
-		t.Errorf("MetricsAvailable is not True: %+v", ar.Status.Conditions)
+		t.Errorf("MetricsAvailable is not True: %v; conditions: %+v", err, conditions)
 	}
 }
 
