@@ -159,6 +159,7 @@ var cronscalerPlanState = planStateRules{
 		"registerOnce":    roleDependency,
 		"interner":        notPlanState("strings shared by the cached objects"),
 		"zones":           notPlanState("time zone pointers shared by the cached objects"),
+		"noRest":          notPlanState("the empty metadata the cached objects' getters read when an object has none"),
 		"AllStoredFields": notPlanState("a constant of the schema's fields"),
 	},
 }

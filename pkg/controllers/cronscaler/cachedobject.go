@@ -89,15 +89,7 @@ func cachedOf(obj *autoscalingv1alpha1.CronFederatedHPA) *cachedCron {
 	if !reflect.ValueOf(rest).IsZero() {
 		c.rest = &rest
 	}
-	if len(obj.ManagedFields) > 0 {
-		c.timeline = make([]cachedEntry, len(obj.ManagedFields))
-		for i, e := range obj.ManagedFields {
-			c.timeline[i] = cachedEntry{manager: e.Manager, operation: string(e.Operation), status: e.Subresource == "status"}
-			if e.Time != nil {
-				c.timeline[i].time, c.timeline[i].hasTime = *e.Time, true
-			}
-		}
-	}
+	c.timeline = timelineEntries(obj.ManagedFields)
 	return c
 }
 
@@ -117,25 +109,41 @@ func (c *cachedCron) object() *autoscalingv1alpha1.CronFederatedHPA {
 	if c.hasUID {
 		obj.UID = formatUID(c.uid)
 	}
-	if len(c.timeline) > 0 {
-		obj.ManagedFields = make([]metav1.ManagedFieldsEntry, len(c.timeline))
-		for i, e := range c.timeline {
-			obj.ManagedFields[i] = metav1.ManagedFieldsEntry{Manager: e.manager, Operation: metav1.ManagedFieldsOperationType(e.operation)}
-			if e.status {
-				obj.ManagedFields[i].Subresource = "status"
-			}
-			if e.hasTime {
-				obj.ManagedFields[i].Time = &metav1.Time{Time: e.time.Time}
-			}
-		}
-	}
+	obj.ManagedFields = c.managedFields()
 	return obj
 }
 
-// GetObjectMeta gives the cache's key and index functions the name and
-// namespace (meta.Accessor takes an ObjectMetaAccessor).
-func (c *cachedCron) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, ResourceVersion: c.resourceVersion}
+// timelineEntries are the cached form of the managedFields entries kept.
+func timelineEntries(entries []metav1.ManagedFieldsEntry) []cachedEntry {
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make([]cachedEntry, len(entries))
+	for i, e := range entries {
+		out[i] = cachedEntry{manager: e.Manager, operation: string(e.Operation), status: e.Subresource == "status"}
+		if e.Time != nil {
+			out[i].time, out[i].hasTime = *e.Time, true
+		}
+	}
+	return out
+}
+
+// managedFields are the managedFields entries the timeline keeps.
+func (c *cachedCron) managedFields() []metav1.ManagedFieldsEntry {
+	if len(c.timeline) == 0 {
+		return nil
+	}
+	out := make([]metav1.ManagedFieldsEntry, len(c.timeline))
+	for i, e := range c.timeline {
+		out[i] = metav1.ManagedFieldsEntry{Manager: e.manager, Operation: metav1.ManagedFieldsOperationType(e.operation)}
+		if e.status {
+			out[i].Subresource = "status"
+		}
+		if e.hasTime {
+			out[i].Time = &metav1.Time{Time: e.time.Time}
+		}
+	}
+	return out
 }
 
 // cronOf is the typed object of what the cache holds: a cachedCron, or a

@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/apimachinery/pkg/runtime"
@@ -56,9 +57,7 @@ func TestCachedObjectRoundTrip(t *testing.T) {
 		if !ok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: the cached object comes back as\n%+v\nwant\n%+v", name, got, want)
 		}
-		if meta := out.(*cachedCron).GetObjectMeta(); meta.GetName() != want.Name || meta.GetNamespace() != want.Namespace {
-			t.Errorf("%s: key fields %s/%s; want %s/%s", name, meta.GetNamespace(), meta.GetName(), want.Namespace, want.Name)
-		}
+		checkMetaGetters(t, name, out, want)
 	}
 	for i := range 500 {
 		obj := &autoscalingv1alpha1.CronFederatedHPA{}
@@ -116,6 +115,84 @@ func mustCache(t *testing.T, obj *autoscalingv1alpha1.CronFederatedHPA) *cachedC
 // before the compact form (strip only). Reported as B/object.
 //
 //	go test -run '^$' -bench CacheBytesPerObject ./pkg/controllers/cronscaler/
+//
+// checkMetaGetters checks that meta.Accessor hands out the cached object
+// itself and that each getter reads what the typed object has.
+func checkMetaGetters(t *testing.T, name string, cached any, want *autoscalingv1alpha1.CronFederatedHPA) {
+	t.Helper()
+	m, err := apimeta.Accessor(cached)
+	if err != nil || m != cached {
+		t.Fatalf("%s: meta.Accessor gave %T, %v; want the cached object itself", name, m, err)
+	}
+	got := metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), GenerateName: m.GetGenerateName(), SelfLink: m.GetSelfLink(),
+		UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration(),
+		CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
+		DeletionGracePeriodSeconds: m.GetDeletionGracePeriodSeconds(), Labels: m.GetLabels(), Annotations: m.GetAnnotations(),
+		OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers(), ManagedFields: m.GetManagedFields(),
+	}
+	if !reflect.DeepEqual(got, want.ObjectMeta) {
+		t.Fatalf("%s: the getters read\n%+v\nwant\n%+v", name, got, want.ObjectMeta)
+	}
+}
+
+// The setters of the cached object's metadata change what object() gives
+// as the typed object's setters change it.
+func TestCachedObjectSetters(t *testing.T) {
+	f := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(rand.Int63()), runtimeserializer.NewCodecFactory(scheme.Scheme))
+	for i := range 200 {
+		from, to := &autoscalingv1alpha1.CronFederatedHPA{}, &autoscalingv1alpha1.CronFederatedHPA{}
+		f.Fill(from)
+		f.Fill(to)
+		if i%2 == 0 {
+			to.UID = types.UID(fmt.Sprintf("%08x-1c2d-4e5f-8a9b-%012x", i, i*7919))
+		}
+		to = strip(to)
+		out, err := stripForCache(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := out.(*cachedCron)
+		tm := to.ObjectMeta
+		c.SetName(tm.Name)
+		c.SetNamespace(tm.Namespace)
+		c.SetGenerateName(tm.GenerateName)
+		c.SetSelfLink(tm.SelfLink)
+		c.SetUID(tm.UID)
+		c.SetResourceVersion(tm.ResourceVersion)
+		c.SetGeneration(tm.Generation)
+		c.SetCreationTimestamp(tm.CreationTimestamp)
+		c.SetDeletionTimestamp(tm.DeletionTimestamp)
+		c.SetDeletionGracePeriodSeconds(tm.DeletionGracePeriodSeconds)
+		c.SetLabels(tm.Labels)
+		c.SetAnnotations(tm.Annotations)
+		c.SetOwnerReferences(tm.OwnerReferences)
+		c.SetFinalizers(tm.Finalizers)
+		c.SetManagedFields(tm.ManagedFields)
+		if got := c.object().ObjectMeta; !reflect.DeepEqual(got, tm) {
+			t.Fatalf("object %d: after the setters the metadata is\n%+v\nwant\n%+v", i, got, tm)
+		}
+	}
+}
+
+// The informer's key, index and update paths read a cached object's name,
+// namespace and resourceVersion without allocating.
+func TestCachedObjectMetaReadsDoNotAllocate(t *testing.T) {
+	out, err := stripForCache(cron("plain", rule("r", "0 8 * * *", 10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink int
+	allocs := testing.AllocsPerRun(100, func() {
+		m, _ := apimeta.Accessor(out)
+		sink += len(m.GetName()) + len(m.GetNamespace()) + len(m.GetResourceVersion())
+	})
+	if allocs != 0 {
+		t.Errorf("reading the key fields allocated %v times per read; want 0", allocs)
+	}
+	_ = sink
+}
+
 func BenchmarkCacheBytesPerObject(b *testing.B) {
 	for _, form := range []struct {
 		name string

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -117,6 +118,41 @@ func limitLogLines(logPath string) string {
 		}
 	}
 	return fmt.Sprintf("%s; memory warnings: %d", saw, strings.Count(string(data), "memory in use is near the container's limit"))
+}
+
+// relists says how often each informer filled its cache (once at the start;
+// again after a relist, which holds a second copy of the objects until it is
+// stored) and the last reason a watch gave for ending, from the manager's
+// log.
+func relists(logPath string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return "log unreadable: " + err.Error()
+	}
+	log := string(data)
+	fills := map[string]int{}
+	var ended string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"Caches populated"`) {
+			if _, rest, ok := strings.Cut(line, `type="`); ok {
+				typ, _, _ := strings.Cut(rest, `"`)
+				fills[typ]++
+			}
+		}
+		if strings.Contains(line, "too old") || strings.Contains(line, "ended with") || strings.Contains(line, "watch closed") {
+			ended = line
+		}
+	}
+	types := make([]string, 0, len(fills))
+	for typ, n := range fills {
+		types = append(types, fmt.Sprintf("%s %d", typ, n))
+	}
+	sort.Strings(types)
+	out := "cache fills: " + strings.Join(types, ", ")
+	if ended != "" {
+		out += "; last watch end logged: " + ended
+	}
+	return out
 }
 
 func (m *memoryCgroup) read(file string) string {
