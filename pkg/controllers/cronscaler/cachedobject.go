@@ -159,18 +159,44 @@ func cronOf(obj any) (*autoscalingv1alpha1.CronFederatedHPA, bool) {
 }
 
 // parseUID reads a uid as the apiserver writes it: a lowercase UUID
-// (8-4-4-4-12 hexadecimal digits).
+// (8-4-4-4-12 hexadecimal digits), so that formatUID gives it back. It
+// allocates nothing: the per-object memory compares uids this way on every
+// sync (see uidKey).
 func parseUID(uid types.UID) ([16]byte, bool) {
 	var out [16]byte
-	s := string(uid)
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	if len(uid) != 36 {
 		return out, false
 	}
-	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(out[:], []byte(digits)); err != nil || formatUID(out) != uid {
-		return out, false
+	n := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if uid[i] != '-' {
+				return out, false
+			}
+			i++
+			continue
+		}
+		hi, ok1 := lowerHex(uid[i])
+		lo, ok2 := lowerHex(uid[i+1])
+		if !ok1 || !ok2 {
+			return out, false
+		}
+		out[n] = hi<<4 | lo
+		n++
+		i += 2
 	}
 	return out, true
+}
+
+// lowerHex is the value of a lowercase hexadecimal digit.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // formatUID writes a uid parseUID read.

@@ -237,3 +237,33 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// parseUID reads exactly the uids formatUID writes (a lowercase UUID) and
+// refuses anything else; uidKey tells apart any two uids, UUIDs or not.
+func TestParseUID(t *testing.T) {
+	for i := range 1000 {
+		var b [16]byte
+		rand.New(rand.NewSource(int64(i))).Read(b[:])
+		uid := formatUID(b)
+		if got, ok := parseUID(uid); !ok || got != b {
+			t.Fatalf("parseUID(%q) = %x, %v; want %x", uid, got, ok, b)
+		}
+	}
+	for _, uid := range []types.UID{"", "uid-1", "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0", "0f1e2d3c+4b5a-6978-8796-a5b4c3d2e1f0",
+		"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f00", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg"} {
+		if _, ok := parseUID(uid); ok {
+			t.Errorf("parseUID(%q) accepted it; want it refused (formatUID would not give it back)", uid)
+		}
+	}
+	seen := map[[16]byte]types.UID{}
+	for _, uid := range []types.UID{"", "uid-1", "uid-2", "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"} {
+		k := uidKey(uid)
+		if other, dup := seen[k]; dup {
+			t.Errorf("uidKey(%q) = uidKey(%q)", uid, other)
+		}
+		seen[k] = uid
+	}
+	if n := testing.AllocsPerRun(100, func() { uidKey("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0") }); n != 0 {
+		t.Errorf("uidKey of a UUID allocated %v times; want 0", n)
+	}
+}

@@ -153,7 +153,7 @@ func (m *memory) peek(key cache.ObjectName, obj *autoscalingv1alpha1.CronFederat
 	cached := obj.Status.DeepCopy()
 	o := m.objects[key]
 	switch {
-	case o == nil || o.uid != obj.UID:
+	case o == nil || o.uid != uidKey(obj.UID):
 		return cached
 	case len(o.journal.pending) > 0:
 		mergePending(cached, o.journal.pending)
