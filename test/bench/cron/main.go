@@ -165,7 +165,10 @@ func run(cfg config) error {
 		return err
 	}
 	args := append([]string{"--kubeconfig=" + cp.KubeconfigPath(), "--controllers=cron-scaler", "--leader-elect=false",
-		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(metricsPort)}, cfg.managerArg...)
+		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(metricsPort),
+		// The reflector's watch ends and their errors (a few lines an hour),
+		// so that a relist in the run says why (see relists).
+		"--vmodule=reflector=4"}, cfg.managerArg...)
 	if cfg.profileDir != "" {
 		args = append(args, "--profiling")
 	}
