@@ -62,12 +62,15 @@ func TestReadCgroupMemoryLimit(t *testing.T) {
 	}
 }
 
-// watchMemory: with a container limit, the Go runtime's soft limit becomes
-// 90 % of it, both are exported, and crossing 80 % in use logs a warning.
+// watchMemory: the collector's target becomes gcPercent; with a container
+// limit, the Go runtime's soft limit becomes 90 % of it, both are exported,
+// and crossing 80 % in use logs a warning.
 func TestWatchMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
 	previous := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(previous)
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	limitFile := filepath.Join(t.TempDir(), "memory.max")
 	// 1 MiB: less than the Go runtime already holds, so the warning fires.
 	if err := os.WriteFile(limitFile, []byte("1048576\n"), 0o644); err != nil {
@@ -89,6 +92,9 @@ func TestWatchMemory(t *testing.T) {
 	}
 	cancel()
 	<-done
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("GOGC = %d; want %d when GOGC is not set", got, gcPercent)
+	}
 	if got := debug.SetMemoryLimit(-1); got != 943718 {
 		t.Errorf("Go soft memory limit = %d; want 90 %% of 1 MiB", got)
 	}
@@ -97,5 +103,17 @@ func TestWatchMemory(t *testing.T) {
 	}
 	if v, _ := testutil.GetGaugeMetricValue(memoryUse); v < 0.8 {
 		t.Errorf("scaleplane_controller_manager_memory_limit_ratio = %v; want above 0.8", v)
+	}
+}
+
+// A GOGC the user set stays: the runtime read it at the start, and
+// watchMemory leaves the collector's target alone.
+func TestWatchMemoryKeepsTheUsersGOGC(t *testing.T) {
+	t.Setenv("GOGC", "80")
+	defer debug.SetGCPercent(debug.SetGCPercent(80))
+	// No limit file: watchMemory returns once it has set what it sets.
+	watchMemory(context.Background(), []string{filepath.Join(t.TempDir(), "none")}, time.Hour)
+	if got := debug.SetGCPercent(80); got != 80 {
+		t.Errorf("GOGC = %d; want the user's 80", got)
 	}
 }

@@ -120,7 +120,10 @@ func timelineEntries(entries []metav1.ManagedFieldsEntry) []cachedEntry {
 	}
 	out := make([]cachedEntry, len(entries))
 	for i, e := range entries {
-		out[i] = cachedEntry{manager: e.Manager, operation: string(e.Operation), status: e.Subresource == "status"}
+		// Managers and operations repeat across objects (each decoded
+		// object has its own copies): shared, as internStrings shares the
+		// rules' strings.
+		out[i] = cachedEntry{manager: intern(e.Manager), operation: intern(string(e.Operation)), status: e.Subresource == "status"}
 		if e.Time != nil {
 			out[i].time, out[i].hasTime = *e.Time, true
 		}
