@@ -45,8 +45,8 @@ func (c *cachedCron) GetCreationTimestamp() metav1.Time   { return c.created }
 func (c *cachedCron) SetCreationTimestamp(t metav1.Time)  { c.created = t }
 func (c *cachedCron) GetGenerateName() string             { return c.restMeta().GenerateName }
 func (c *cachedCron) SetGenerateName(name string)         { c.ensureRest().GenerateName = name }
-func (c *cachedCron) GetSelfLink() string                 { return c.restMeta().SelfLink }
-func (c *cachedCron) SetSelfLink(selfLink string)         { c.ensureRest().SelfLink = selfLink }
+func (c *cachedCron) GetSelfLink() string                 { return c.restMeta().GetSelfLink() }
+func (c *cachedCron) SetSelfLink(selfLink string)         { c.ensureRest().SetSelfLink(selfLink) }
 func (c *cachedCron) GetDeletionTimestamp() *metav1.Time  { return c.restMeta().DeletionTimestamp }
 func (c *cachedCron) SetDeletionTimestamp(t *metav1.Time) { c.ensureRest().DeletionTimestamp = t }
 func (c *cachedCron) GetDeletionGracePeriodSeconds() *int64 {

@@ -125,12 +125,14 @@ func checkMetaGetters(t *testing.T, name string, cached any, want *autoscalingv1
 		t.Fatalf("%s: meta.Accessor gave %T, %v; want the cached object itself", name, m, err)
 	}
 	got := metav1.ObjectMeta{
-		Name: m.GetName(), Namespace: m.GetNamespace(), GenerateName: m.GetGenerateName(), SelfLink: m.GetSelfLink(),
+		Name: m.GetName(), Namespace: m.GetNamespace(), GenerateName: m.GetGenerateName(),
 		UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration(),
 		CreationTimestamp: m.GetCreationTimestamp(), DeletionTimestamp: m.GetDeletionTimestamp(),
 		DeletionGracePeriodSeconds: m.GetDeletionGracePeriodSeconds(), Labels: m.GetLabels(), Annotations: m.GetAnnotations(),
 		OwnerReferences: m.GetOwnerReferences(), Finalizers: m.GetFinalizers(), ManagedFields: m.GetManagedFields(),
 	}
+	// The deprecated field, set through its accessor.
+	got.SetSelfLink(m.GetSelfLink())
 	if !reflect.DeepEqual(got, want.ObjectMeta) {
 		t.Fatalf("%s: the getters read\n%+v\nwant\n%+v", name, got, want.ObjectMeta)
 	}
@@ -157,7 +159,7 @@ func TestCachedObjectSetters(t *testing.T) {
 		c.SetName(tm.Name)
 		c.SetNamespace(tm.Namespace)
 		c.SetGenerateName(tm.GenerateName)
-		c.SetSelfLink(tm.SelfLink)
+		c.SetSelfLink(tm.GetSelfLink())
 		c.SetUID(tm.UID)
 		c.SetResourceVersion(tm.ResourceVersion)
 		c.SetGeneration(tm.Generation)
