@@ -105,9 +105,9 @@ func goMemoryInUse() uint64 {
 
 // watchMemory sets the garbage collector's target to gcPercent (unless GOGC
 // says otherwise) and the Go runtime's soft memory limit from the
-// container's (unless GOMEMLIMIT says otherwise), exports both, and logs a warning each
-// time the memory in use crosses memoryWarnShare of the limit, until ctx
-// ends.
+// container's (unless GOMEMLIMIT says otherwise), exports both, and logs a
+// warning each time the memory in use crosses memoryWarnShare of the limit,
+// until ctx ends.
 func watchMemory(ctx context.Context, files []string, interval time.Duration) {
 	registerMemoryMetrics.Do(func() { legacyregistry.MustRegister(memoryLimit, memoryUse) })
 	logger := klog.FromContext(ctx)
