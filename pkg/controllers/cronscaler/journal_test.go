@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
@@ -135,5 +136,34 @@ func TestPendingHistoryKeepsTheFirstRecordOfASlot(t *testing.T) {
 	got := cached.ExecutionHistories[0].FailedExecutions
 	if len(got) != 1 || got[0].Message != "superseded, by the predecessor" || !timeOf(got[0].ExecutionTime).Equal(utc("2024-05-01 19:20:45")) {
 		t.Errorf("19:20's record = %+v, want the predecessor's (the first) only", got)
+	}
+}
+
+// Memory is of one object: an object re-created under the same name (a new
+// uid) plans from its own status, not from the pending histories of the
+// object it replaced, whether the uids are the apiserver's UUIDs or any
+// other string (memory.object, uidKey).
+func TestMemoryOfARecreatedObjectIsNotCarriedOver(t *testing.T) {
+	for _, uids := range [][2]types.UID{
+		{"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f1"},
+		{"uid-old", "uid-new"},
+	} {
+		m := newMemory()
+		key := cache.ObjectName{Namespace: ns, Name: "c"}
+		old := &autoscalingv1alpha1.CronFederatedHPA{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c", UID: uids[0]},
+			Spec: autoscalingv1alpha1.CronFederatedHPASpec{Rules: []autoscalingv1alpha1.CronFederatedHPARule{{Name: "a"}}}}
+		m.setPending(key, old.UID, []autoscalingv1alpha1.ExecutionHistory{{RuleName: "a", SuccessfulExecutions: []autoscalingv1alpha1.SuccessfulExecution{
+			{ScheduleTime: metaTime(utc("2024-05-01 08:00:00")), ExecutionTime: metaTime(utc("2024-05-01 08:00:00"))}}}}, true, replanMarks{})
+		if _, ok := m.pendingStatus(key, old); !ok {
+			t.Fatalf("%s: nothing pending for the object that fired", uids[0])
+		}
+		recreated := old.DeepCopy()
+		recreated.UID = uids[1]
+		if status := m.peek(key, recreated); len(status.ExecutionHistories) != 0 {
+			t.Errorf("%s after %s: peek gave %+v; want the re-created object's own (empty) status", uids[1], uids[0], status.ExecutionHistories)
+		}
+		if status, stale := m.base(key, recreated); stale || len(status.ExecutionHistories) != 0 {
+			t.Errorf("%s after %s: base gave %+v (stale %v); want the re-created object's own (empty) status", uids[1], uids[0], status, stale)
+		}
 	}
 }
