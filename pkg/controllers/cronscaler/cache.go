@@ -30,9 +30,9 @@ import (
 // as large as the spec, and never read here.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-// stripForCache is the CronFederatedHPA informer's transform: it drops from
-// each cached object what the cron-scaler never reads, which at 100,000
-// objects is much of the cache (test/bench/README.md has the heap profiles).
+// stripForCache makes the cached form of an object the cache does not hold
+// yet (see reuseUnchanged, the informer's transform): it drops what the
+// cron-scaler never reads, which at 100,000 objects is much of the cache (test/bench/README.md has the heap profiles).
 // Kept: spec, status, and of managedFields the entries the object's
 // timeline is read from (see keepTimeline); dropped: the other entries, the
 // entries' field sets, and kubectl's last-applied copy. The strings every object
@@ -47,6 +47,37 @@ func stripForCache(obj any) (any, error) {
 		return obj, nil
 	}
 	return cachedOf(strip(cron)), nil
+}
+
+// reuseUnchanged is the CronFederatedHPA informer's transform: stripForCache,
+// except that an object the cache already holds at the same resourceVersion
+// and uid is given back as the cached object itself. Why: when the watch
+// falls too far behind the apiserver's watch cache (410 Gone, seen in
+// 100,000-object bursts), the informer streams every object again into a
+// store of its own, through this transform, and replaces the cache with it
+// only at the end; without the reuse, both copies of every object are in
+// memory for the whole relist (test/bench/README.md). The same
+// resourceVersion is the same stored object, which stripForCache turns into
+// the same cached form, and cached objects are never changed, so sharing one
+// is safe; the event handlers ignore updates at the same resourceVersion.
+// The uid is compared too, for stores that reuse resourceVersions (fakes).
+func reuseUnchanged(cached cache.KeyGetter) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		cron, ok := obj.(*autoscalingv1alpha1.CronFederatedHPA)
+		if !ok || cron.ResourceVersion == "" {
+			return stripForCache(obj)
+		}
+		key, err := cache.MetaNamespaceKeyFunc(cron)
+		if err != nil {
+			return stripForCache(obj)
+		}
+		if item, exists, err := cached.GetByKey(key); err == nil && exists {
+			if c, ok := item.(*cachedCron); ok && c.resourceVersion == cron.ResourceVersion && c.GetUID() == cron.UID {
+				return c, nil
+			}
+		}
+		return stripForCache(obj)
+	}
 }
 
 // strip drops from cron, in place, what the cron-scaler never reads (see

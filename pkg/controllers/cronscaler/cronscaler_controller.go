@@ -219,7 +219,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		targets:      newTargetCounts(),
 	}
 	publishStoredFields(c.stored)
-	if err := cfg.Informer.Informer().SetTransform(stripForCache); err != nil {
+	if err := cfg.Informer.Informer().SetTransform(reuseUnchanged(cfg.Informer.Informer().GetIndexer())); err != nil {
 		return nil, fmt.Errorf("setting the CronFederatedHPA cache's transform: %w", err)
 	}
 	registration, err := cfg.Informer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
