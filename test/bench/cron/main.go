@@ -124,6 +124,9 @@ func run(cfg config) error {
 		ExtraAPIServerArgs: []string{
 			// Room for the benchmark's own bulk creation next to the burst.
 			"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+			// The watchers the watch cache closes for reading too slowly
+			// are logged at 1 (see apiserverWatchEnds).
+			"--vmodule=cache_watcher=1",
 		},
 	})
 	if err != nil {
@@ -262,7 +265,7 @@ func run(cfg config) error {
 	}
 	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
 	prof.heap(ctx, "all-statuses")
-	burstRelists := relists(manager.LogPath())
+	burstRelists := relists(manager.LogPath()) + "; apiserver: " + apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log"))
 	benchutil.Logf("all statuses recorded; %s", burstRelists)
 	prof.wait()
 	// Events are written asynchronously; let them land before counting.
@@ -320,7 +323,7 @@ func run(cfg config) error {
 		fmt.Printf("controller manager memory limit: %s\n", cgroup.report())
 		fmt.Printf("controller manager log: %s\n", limitLogLines(manager.LogPath()))
 	}
-	fmt.Printf("controller manager informers, until all statuses were recorded: %s; at the end: %s\n", burstRelists, relists(manager.LogPath()))
+	fmt.Printf("controller manager informers, until all statuses were recorded: %s; at the end: %s\n", burstRelists, relists(manager.LogPath())+"; apiserver: "+apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log")))
 	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
 	fmt.Printf("applied: %d of %d\n", len(skews), cfg.n)
 	if len(skews) > 0 {

@@ -157,6 +157,40 @@ func relists(logPath string) string {
 	return out
 }
 
+// apiserverWatchEnds reports, from the apiserver's log, why watches ended
+// on its side: watchers it closed because they read too slowly, and its
+// watch cache's reinitialisations (after which an older resourceVersion is
+// 410 Gone), with the last line of each.
+func apiserverWatchEnds(logPath string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return "apiserver log unreadable: " + err.Error()
+	}
+	kinds := []struct{ name, marker string }{
+		{"slow watchers closed", "watcher close due to unresponsiveness"},
+		{"watch cache reinitialised", "Terminating all watchers"},
+		{"watch cache's own watch ended", "watch chan error"},
+	}
+	counts, last := make([]int, len(kinds)), make([]string, len(kinds))
+	for _, line := range strings.Split(string(data), "\n") {
+		for i, k := range kinds {
+			if strings.Contains(line, k.marker) {
+				counts[i]++
+				last[i] = line
+			}
+		}
+	}
+	var out []string
+	for i, k := range kinds {
+		item := fmt.Sprintf("%s %d", k.name, counts[i])
+		if last[i] != "" {
+			item += fmt.Sprintf(" (last: %.300s)", last[i])
+		}
+		out = append(out, item)
+	}
+	return strings.Join(out, "; ")
+}
+
 func (m *memoryCgroup) read(file string) string {
 	data, err := os.ReadFile(filepath.Join(m.dir, file))
 	if err != nil {
