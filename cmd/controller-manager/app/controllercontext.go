@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -179,6 +180,10 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 	if err != nil {
 		return ControllerContext{}, err
 	}
+	watchKube, watchClient, err := createWatchClients(cfg, options.ControllerManagerName)
+	if err != nil {
+		return ControllerContext{}, err
+	}
 	// Informers resync rarely: controllers are driven by events and by their
 	// own requeue delays, not by periodic relists.
 	resync := 12 * time.Hour
@@ -188,8 +193,8 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		DynamicClient:             shared.dynamic,
 		MetadataClient:            shared.metadata,
 		MetricsClient:             shared.metrics,
-		InformerFactory:           kubeinformers.NewSharedInformerFactory(shared.kube, resync),
-		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(shared.scaleplane, resync),
+		InformerFactory:           kubeinformers.NewSharedInformerFactory(watchKube, resync),
+		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(watchClient, resync),
 		RESTMapper:                mapper,
 		ScaleClient:               shared.scale,
 		Unbounded:                 unbounded,
@@ -202,6 +207,36 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 		restConfig:   cfg,
 		scaleKinds:   scaleKinds,
 	}, nil
+}
+
+// createWatchClients builds the clients the informer factories list and
+// watch with, on a connection of their own. Why: client-go sends every
+// request of one config over one HTTP/2 connection, whose frames the
+// apiserver writes from one loop. In a burst, the cron-scaler's hundreds of
+// writes a second share it with the watches, a watch's events wait behind
+// their answers, and the apiserver's watch cache closes a watcher that does
+// not take its events in time (apiserver_terminated_watchers_total). The
+// reflector then watches again from its last resourceVersion, and once that
+// has left the watch cache it lists every object again, holding them all
+// twice meanwhile (test/bench/README.md: 147 closes and two relists of
+// 100,000 CronFederatedHPAs in one burst). A dialer of its own gives the
+// config a transport, so a connection, of its own (client-go caches
+// transports by dialer).
+func createWatchClients(cfg *rest.Config, agent string) (kubernetes.Interface, versioned.Interface, error) {
+	watching := rest.AddUserAgent(rest.CopyConfig(cfg), agent)
+	if watching.Dial == nil {
+		dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		watching.Dial = dialer.DialContext
+	}
+	kubeClient, err := kubernetes.NewForConfig(watching)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the informers' Kubernetes client: %w", err)
+	}
+	client, err := versioned.NewForConfig(watching)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the informers' scaleplane client: %w", err)
+	}
+	return kubeClient, client, nil
 }
 
 // createUnboundedClients builds the UnboundedClients: a negative QPS is

@@ -18,12 +18,15 @@ package app
 
 import (
 	"context"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
@@ -95,4 +98,91 @@ func TestForControllerUserAgent(t *testing.T) {
 			t.Errorf("%s got an informer factory of its own; informers are shared", name)
 		}
 	}
+}
+
+// The informers list and watch on a connection of their own, not on the one
+// the controllers' writes take: on a shared HTTP/2 connection a burst of
+// writes delays the watches' events until the apiserver closes the watchers
+// (see createWatchClients). The server speaks HTTP/2 over TLS, as an
+// apiserver does, so that every request of one transport shares one
+// connection; the connection is told by the client's address.
+func TestInformersWatchOnAConnectionOfTheirOwn(t *testing.T) {
+	type request struct{ path, remote string }
+	requests := make(chan request, 100)
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests <- request{r.URL.Path, r.RemoteAddr}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Query().Get("watch") == "true":
+			// Neither a streamed list nor events: the informer lists instead
+			// of streaming, then waits on its watch until the test ends.
+			if r.URL.Query().Get("sendInitialEvents") == "true" {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":400,"reason":"BadRequest"}`))
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		case strings.HasSuffix(r.URL.Path, "/namespaces"):
+			_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`))
+		case strings.HasSuffix(r.URL.Path, "/cronfederatedhpas"):
+			_, _ = w.Write([]byte(`{"kind":"CronFederatedHPAList","apiVersion":"autoscaling.karmada.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`))
+		default:
+			_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+		}
+	}))
+	server.EnableHTTP2 = true
+	server.StartTLS()
+	defer server.Close()
+	cfg := &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}),
+	}}
+	opts := options.NewOptions()
+	broadcaster := record.NewBroadcaster()
+	defer broadcaster.Shutdown()
+	cc, err := CreateControllerContext(context.Background(), cfg, opts, broadcaster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := cc.ForController("cron-scaler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writes' connection: the unbounded clients' and the controller's own
+	// clients' (one transport: client-go caches them by TLS settings).
+	if _, err := own.Unbounded.KubeClient.Discovery().ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	writes := (<-requests).remote
+	if _, err := own.KubeClient.Discovery().ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	if remote := (<-requests).remote; remote != writes {
+		t.Fatalf("the controller's clients came from %s and %s; the test expects one connection for a transport", writes, remote)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	namespaces := cc.InformerFactory.Core().V1().Namespaces().Informer()
+	crons := cc.ScaleplaneInformerFactory.Autoscaling().V1alpha1().CronFederatedHPAs().Informer()
+	cc.StartInformers(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), namespaces.HasSynced, crons.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	lists := map[string]string{}
+	for len(lists) < 2 {
+		r := <-requests
+		if strings.HasSuffix(r.path, "/namespaces") || strings.HasSuffix(r.path, "/cronfederatedhpas") {
+			lists[r.path] = r.remote
+		}
+	}
+	for path, remote := range lists {
+		if remote == writes {
+			t.Errorf("the informer of %s listed on the writes' connection (%s); want a connection of its own", path, remote)
+		}
+	}
+	cancel()
+	cc.InformerFactory.Shutdown()
+	cc.ScaleplaneInformerFactory.Shutdown()
 }
