@@ -32,7 +32,8 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // stripForCache makes the cached form of an object the cache does not hold
 // yet (see reuseUnchanged, the informer's transform): it drops what the
-// cron-scaler never reads, which at 100,000 objects is much of the cache (test/bench/README.md has the heap profiles).
+// cron-scaler never reads, which at 100,000 objects is much of the cache
+// (test/bench/README.md has the heap profiles).
 // Kept: spec, status, and of managedFields the entries the object's
 // timeline is read from (see keepTimeline); dropped: the other entries, the
 // entries' field sets, and kubectl's last-applied copy. The strings every object

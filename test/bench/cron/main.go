@@ -265,7 +265,10 @@ func run(cfg config) error {
 	}
 	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
 	prof.heap(ctx, "all-statuses")
-	burstRelists := relists(manager.LogPath()) + "; apiserver: " + apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log"))
+	watchReport := func() string {
+		return relists(manager.LogPath()) + "; apiserver: " + apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log"))
+	}
+	burstRelists := watchReport()
 	benchutil.Logf("all statuses recorded; %s", burstRelists)
 	prof.wait()
 	// Events are written asynchronously; let them land before counting.
@@ -323,7 +326,7 @@ func run(cfg config) error {
 		fmt.Printf("controller manager memory limit: %s\n", cgroup.report())
 		fmt.Printf("controller manager log: %s\n", limitLogLines(manager.LogPath()))
 	}
-	fmt.Printf("controller manager informers, until all statuses were recorded: %s; at the end: %s\n", burstRelists, relists(manager.LogPath())+"; apiserver: "+apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log")))
+	fmt.Printf("controller manager informers, until all statuses were recorded: %s; at the end: %s\n", burstRelists, watchReport())
 	fmt.Printf("CronFederatedHPAs (each on its own Deployment): %d, all due at %s\n", cfg.n, slot.UTC().Format(time.RFC3339))
 	fmt.Printf("applied: %d of %d\n", len(skews), cfg.n)
 	if len(skews) > 0 {
