@@ -29,9 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	autoscalingv1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/autoscaling/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
+	listers "github.com/scaleplane/scaleplane/pkg/generated/listers/autoscaling/v1alpha1"
 )
 
 // A relist after 410 Gone streams every object again (client-go's
@@ -41,6 +45,7 @@ import (
 // them; a changed or re-created object gets a cached form of its own. The
 // informer and its reflector are client-go's, as in production; only the
 // apiserver is played (streamed initial events, then a 410 on the watch).
+// The informer's transform is the one NewController installs.
 func TestRelistKeepsOneCopyOfUnchangedObjects(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -52,7 +57,13 @@ func TestRelistKeepsOneCopyOfUnchangedObjects(t *testing.T) {
 	lw := &cache.ListWatch{ListWithContextFunc: server.ListWithContext, WatchFuncWithContext: server.WatchWithContext}
 	informer := cache.NewSharedIndexInformer(lw, &autoscalingv1alpha1.CronFederatedHPA{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := informer.SetTransform(reuseUnchanged(informer.GetIndexer())); err != nil {
+	if _, err := NewController(ctx, Config{
+		Informer: playedInformer{informer},
+		Client:   fake.NewSimpleClientset(),
+		Recorder: record.NewFakeRecorder(100),
+		Clock:    testingclock.NewFakeClock(time.Now()),
+		Workers:  1,
+	}); err != nil {
 		t.Fatal(err)
 	}
 	updates := &seenUpdates{news: map[string]any{}}
@@ -106,6 +117,15 @@ func TestRelistKeepsOneCopyOfUnchangedObjects(t *testing.T) {
 			t.Errorf("%s after the relist: %+v; want resourceVersion %s, uid %s, target %s", name, obj, want.rv, want.uid, want.target)
 		}
 	}
+}
+
+// playedInformer is a CronFederatedHPA informer on a played apiserver.
+type playedInformer struct{ informer cache.SharedIndexInformer }
+
+func (p playedInformer) Informer() cache.SharedIndexInformer { return p.informer }
+
+func (p playedInformer) Lister() listers.CronFederatedHPALister {
+	return listers.NewCronFederatedHPALister(p.informer.GetIndexer())
 }
 
 // seenUpdates keeps the new object of the last update of each name.
