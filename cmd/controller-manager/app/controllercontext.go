@@ -64,7 +64,7 @@ type ControllerContext struct {
 	ScaleplaneInformerFactory externalversions.SharedInformerFactory
 	// RESTMapper maps kinds to resources through discovery; Reset it when a
 	// kind is not found, so that CRDs installed later are picked up.
-	RESTMapper *restmapper.DeferredDiscoveryRESTMapper
+	RESTMapper meta.ResettableRESTMapper
 	// ScaleClient reads and writes the scale subresource of any resource.
 	ScaleClient scale.ScalesGetter
 	// Unbounded are the same clients with no client-side rate limit; see
@@ -170,7 +170,7 @@ func CreateControllerContext(ctx context.Context, cfg *rest.Config, opts *option
 	if err != nil {
 		return ControllerContext{}, fmt.Errorf("building the discovery client: %w", err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
+	mapper := newMappingCache(restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient)))
 	scaleKinds := scale.NewDiscoveryScaleKindResolver(discoveryClient)
 	shared, err := createClients(cfg, options.ControllerManagerName, mapper, scaleKinds)
 	if err != nil {

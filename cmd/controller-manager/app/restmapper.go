@@ -1,0 +1,104 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// mappingCache is a ResettableRESTMapper that remembers the RESTMapping of
+// each kind it was asked for until Reset. client-go's discovery mapper
+// answers from discovery cached until Reset too, so the answers are the
+// same; but it finds each one anew, across every served group, making a
+// no-match error for each group without the kind. In a burst of 10,000
+// cron firings that was 7 KB and 14 µs a firing, more than a quarter of what
+// the cron-scaler allocated while it wrote the targets (test/bench/README.md,
+// issue 36), on the cores the apiserver needs for those writes.
+//
+// Only mappings found are remembered: a kind not found is asked again (the
+// cron-scaler resets the mapper and asks once more, to find CRDs installed
+// later). A failed lookup forgets them all, as client-go's mapper reads
+// discovery again after one.
+type mappingCache struct {
+	meta.ResettableRESTMapper
+
+	mu sync.RWMutex
+	// generation counts Resets, so that a mapping found before a Reset and
+	// stored after it is not kept.
+	generation uint64
+	mappings   map[mappingKey]meta.RESTMapping
+}
+
+type mappingKey struct {
+	kind     schema.GroupKind
+	versions string
+}
+
+func newMappingCache(mapper meta.ResettableRESTMapper) *mappingCache {
+	return &mappingCache{ResettableRESTMapper: mapper, mappings: map[mappingKey]meta.RESTMapping{}}
+}
+
+// RESTMapping returns the mapper's mapping of gk in the first of versions it
+// serves, remembered since the last Reset. Each caller gets a copy.
+func (m *mappingCache) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	key := mappingKey{kind: gk, versions: strings.Join(versions, ",")}
+	m.mu.RLock()
+	mapping, ok := m.mappings[key]
+	generation := m.generation
+	m.mu.RUnlock()
+	if ok {
+		return &mapping, nil
+	}
+	found, err := m.ResettableRESTMapper.RESTMapping(gk, versions...)
+	if err != nil {
+		m.forget()
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.generation == generation {
+		m.mappings[key] = *found
+	}
+	m.mu.Unlock()
+	copied := *found
+	return &copied, nil
+}
+
+// Reset forgets the remembered mappings and resets the mapper, so that the
+// next RESTMapping reads discovery again.
+// The mapper is reset under the lock: a lookup that starts after Reset
+// returns must read the new discovery.
+func (m *mappingCache) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgetLocked()
+	m.ResettableRESTMapper.Reset()
+}
+
+func (m *mappingCache) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgetLocked()
+}
+
+func (m *mappingCache) forgetLocked() {
+	m.generation++
+	clear(m.mappings)
+}
