@@ -73,6 +73,8 @@ type config struct {
 	creators   int
 	limitConc  int
 	profileDir string
+	// cpuSeconds is the CPU profile's length; 0: the burst's.
+	cpuSeconds int
 	setupRate  int
 	// memoryLimit, when set, runs the controller manager under that memory
 	// limit, as in a pod (see memoryCgroup).
@@ -88,6 +90,7 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
 	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
 	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
+	flag.IntVar(&cfg.cpuSeconds, "profile-cpu-seconds", 0, "the CPU profile's length from the slot (with -profile); 0 covers the burst and its status writes (n/200 + 5 s); about n/1000 covers only the target writes")
 	flag.StringVar(&cfg.profileDir, "profile", "", "a directory to save the controller manager's heap profiles (idle, last target, all statuses) and a CPU profile of the burst in; passes --profiling")
 	flag.IntVar(&cfg.setupRate, "setup-rate", 150, "CronFederatedHPAs per second the slot allows for their creation and first status writes (lower it on a loaded machine: at 100,000 the setup took 11 minutes with other builds running)")
 	var memoryLimit string
@@ -250,7 +253,11 @@ func run(cfg config) error {
 		return err
 	}
 	time.Sleep(time.Until(slot))
-	prof.startCPU(ctx, time.Duration(cfg.n)*time.Second/200+5*time.Second)
+	cpuProfile := time.Duration(cfg.n)*time.Second/200 + 5*time.Second
+	if cfg.cpuSeconds > 0 {
+		cpuProfile = time.Duration(cfg.cpuSeconds) * time.Second
+	}
+	prof.startCPU(ctx, cpuProfile)
 	loadAtSlot := benchutil.LoadAvg()
 	burstCPU0, _ := benchutil.CPUSeconds(manager.Pid())
 	seen := <-applied
