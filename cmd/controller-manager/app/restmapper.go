@@ -17,11 +17,13 @@ limitations under the License.
 package app
 
 import (
+	"context"
 	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 )
 
 // mappingCache is a ResettableRESTMapper that remembers the RESTMapping of
@@ -101,4 +103,15 @@ func (m *mappingCache) forget() {
 func (m *mappingCache) forgetLocked() {
 	m.generation++
 	clear(m.mappings)
+}
+
+// readDiscoveryAhead has the mapper read discovery now, by mapping the one
+// kind every apiserver serves (Namespace), rather than at a controller's
+// first mapping: the cron-scaler's comes at the first firing of a burst,
+// when every sync worker would wait for discovery behind it. A failure is
+// not an error: discovery is read at the first mapping then, as before.
+func readDiscoveryAhead(ctx context.Context, mapper meta.RESTMapper) {
+	if _, err := mapper.RESTMapping(schema.GroupKind{Kind: "Namespace"}, "v1"); err != nil {
+		klog.FromContext(ctx).V(2).Info("Reading discovery ahead of the first mapping failed; it is read at the first mapping", "err", err)
+	}
 }

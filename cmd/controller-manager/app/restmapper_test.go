@@ -18,13 +18,21 @@ package app
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned/fake"
 
 	"github.com/scaleplane/scaleplane/cmd/controller-manager/app/options"
 )
@@ -32,6 +40,7 @@ import (
 var (
 	deploymentKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	rolloutKind    = schema.GroupKind{Group: "argoproj.io", Kind: "Rollout"}
+	namespaceKind  = schema.GroupKind{Kind: "Namespace"}
 )
 
 // countingMapper is a discovery mapper that knows Deployments, counts its
@@ -40,6 +49,7 @@ type countingMapper struct {
 	meta.ResettableRESTMapper
 	mu      sync.Mutex
 	lookups int
+	asked   []schema.GroupKind
 	resets  int
 	// hold, when set, is closed by the test to let a lookup return;
 	// entered is closed when the held lookup has begun.
@@ -49,12 +59,16 @@ type countingMapper struct {
 func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	m.mu.Lock()
 	m.lookups++
+	m.asked = append(m.asked, gk)
 	hold, entered := m.hold, m.entered
 	m.hold = nil
 	m.mu.Unlock()
 	if hold != nil {
 		close(entered)
 		<-hold
+	}
+	if gk == namespaceKind {
+		return &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Scope: meta.RESTScopeRoot}, nil
 	}
 	if gk != deploymentKind {
 		return nil, &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
@@ -70,6 +84,12 @@ func (m *countingMapper) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.resets++
+}
+
+func (m *countingMapper) kindsAsked() []schema.GroupKind {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.asked)
 }
 
 func (m *countingMapper) counts() (lookups, resets int) {
@@ -168,4 +188,38 @@ func TestControllerContextMapperRemembers(t *testing.T) {
 	if _, ok := cc.RESTMapper.(*mappingCache); !ok {
 		t.Fatalf("the controllers' mapper is a %T; want the remembering one", cc.RESTMapper)
 	}
+}
+
+// A controller is built with discovery read already: the cron-scaler's first
+// mapping comes at the first firing of a burst, where every sync worker
+// would wait behind it.
+func TestControllersStartWithDiscoveryRead(t *testing.T) {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
+	defer cancel()
+	kube := kubefake.NewClientset()
+	controllerCtx := fakeControllerContext(kube, kube, fake.NewSimpleClientset())
+	delegate := &countingMapper{}
+	controllerCtx.RESTMapper = newMappingCache(delegate)
+
+	askedBeforeBuild := make(chan []schema.GroupKind, 1)
+	ran := make(chan struct{})
+	descriptors := buildControllerDescriptors(&ControllerDescriptor{name: "own", initFunc: func(context.Context, ControllerContext) (Controller, error) {
+		askedBeforeBuild <- delegate.kindsAsked()
+		return ranController{name: "own", ran: ran}, nil
+	}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runControllers(ctx, controllerCtx, descriptors, []string{"*"}, newHealthChecks())
+	}()
+	select {
+	case asked := <-askedBeforeBuild:
+		if !slices.Contains(asked, namespaceKind) {
+			t.Errorf("the mapper was asked %v before the controller was built; want discovery read (a Namespace mapping)", asked)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the controller was not built")
+	}
+	cancel()
+	<-done
 }

@@ -121,6 +121,7 @@ func startController(ctx context.Context, controllerCtx ControllerContext, d *Co
 		// The mapper may have cached discovery from before the CRD appeared.
 		controllerCtx.RESTMapper.Reset()
 	}
+	readDiscoveryAhead(ctx, controllerCtx.RESTMapper)
 
 	controllerCtx, err := controllerCtx.ForController(d.name)
 	if err != nil {

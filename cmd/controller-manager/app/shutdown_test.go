@@ -196,7 +196,14 @@ func servedResources(kube *kubefake.Clientset, gvrs ...schema.GroupVersionResour
 
 // fakeControllerContext is the controller context Run builds, on fake
 // clientsets: kube for writes and discovery, informers on the fakes.
+// Discovery serves namespaces, as every apiserver does: client-go's
+// discovery mapper, asked for a kind on a discovery with no group at all,
+// reads it again and again and never returns.
 func fakeControllerContext(kube kubernetes.Interface, kubeFake *kubefake.Clientset, client *fake.Clientset) ControllerContext {
+	kubeFake.Resources = append(kubeFake.Resources, &metav1.APIResourceList{
+		GroupVersion: "v1",
+		APIResources: []metav1.APIResource{{Name: "namespaces", Kind: "Namespace", Namespaced: false}},
+	})
 	return ControllerContext{
 		KubeClient:                kube,
 		Client:                    client,
