@@ -37,8 +37,7 @@ import (
 //
 // Only mappings found are remembered: a kind not found is asked again (the
 // cron-scaler resets the mapper and asks once more, to find CRDs installed
-// later). A failed lookup forgets them all, as client-go's mapper reads
-// discovery again after one.
+// later).
 type mappingCache struct {
 	meta.ResettableRESTMapper
 
@@ -58,9 +57,15 @@ func newMappingCache(mapper meta.ResettableRESTMapper) *mappingCache {
 	return &mappingCache{ResettableRESTMapper: mapper, mappings: map[mappingKey]meta.RESTMapping{}}
 }
 
-// RESTMapping returns the mapper's mapping of gk in the first of versions it
-// serves, remembered since the last Reset. Each caller gets a copy.
+// RESTMapping is RESTMappingWithContext without a context.
 func (m *mappingCache) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	return m.RESTMappingWithContext(context.Background(), gk, versions...)
+}
+
+// RESTMappingWithContext returns the mapper's mapping of gk in the first of
+// versions it serves, remembered since the last Reset. Each caller gets a
+// copy. A discovery read it makes ends with ctx.
+func (m *mappingCache) RESTMappingWithContext(ctx context.Context, gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	key := mappingKey{kind: gk, versions: strings.Join(versions, ",")}
 	m.mu.RLock()
 	mapping, ok := m.mappings[key]
@@ -69,9 +74,8 @@ func (m *mappingCache) RESTMapping(gk schema.GroupKind, versions ...string) (*me
 	if ok {
 		return &mapping, nil
 	}
-	found, err := m.ResettableRESTMapper.RESTMapping(gk, versions...)
+	found, err := meta.ToRESTMapperWithContext(m.ResettableRESTMapper).RESTMappingWithContext(ctx, gk, versions...)
 	if err != nil {
-		m.forget()
 		return nil, err
 	}
 	m.mu.Lock()
@@ -83,24 +87,15 @@ func (m *mappingCache) RESTMapping(gk schema.GroupKind, versions ...string) (*me
 	return &copied, nil
 }
 
-// Reset forgets the remembered mappings and resets the mapper, so that the
-// next RESTMapping reads discovery again.
-// The mapper is reset under the lock: a lookup that starts after Reset
-// returns must read the new discovery.
+// Reset resets the mapper, so that its next lookup reads discovery again,
+// then forgets the remembered mappings. In that order, and the mapper's
+// reset outside the lock (it waits for a discovery read in progress): a
+// lookup that began before the forget is not kept, and one that began after
+// it asks the reset mapper.
 func (m *mappingCache) Reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.forgetLocked()
 	m.ResettableRESTMapper.Reset()
-}
-
-func (m *mappingCache) forget() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.forgetLocked()
-}
-
-func (m *mappingCache) forgetLocked() {
 	m.generation++
 	clear(m.mappings)
 }
@@ -108,10 +103,20 @@ func (m *mappingCache) forgetLocked() {
 // readDiscoveryAhead has the mapper read discovery now, by mapping the one
 // kind every apiserver serves (Namespace), rather than at a controller's
 // first mapping: the cron-scaler's comes at the first firing of a burst,
-// when every sync worker would wait for discovery behind it. A failure is
-// not an error: discovery is read at the first mapping then, as before.
+// when every sync worker would wait for discovery behind it. It ends with
+// ctx. A failure is not an error: discovery is read at the first mapping
+// then, as before.
 func readDiscoveryAhead(ctx context.Context, mapper meta.RESTMapper) {
-	if _, err := mapper.RESTMapping(schema.GroupKind{Kind: "Namespace"}, "v1"); err != nil {
+	namespace := schema.GroupKind{Kind: "Namespace"}
+	var err error
+	if m, ok := mapper.(interface {
+		RESTMappingWithContext(context.Context, schema.GroupKind, ...string) (*meta.RESTMapping, error)
+	}); ok {
+		_, err = m.RESTMappingWithContext(ctx, namespace, "v1")
+	} else {
+		_, err = mapper.RESTMapping(namespace, "v1")
+	}
+	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Reading discovery ahead of the first mapping failed; it is read at the first mapping", "err", err)
 	}
 }

@@ -137,10 +137,9 @@ func TestMappingCacheRemembersUntilReset(t *testing.T) {
 	}
 }
 
-// A kind not found is not remembered, and forgets the others: client-go's
-// mapper reads discovery again after a failed lookup, and so must the
-// answers kept from the discovery before it.
-func TestMappingCacheForgetsOnFailedLookup(t *testing.T) {
+// A kind not found is not remembered: the cron-scaler resets the mapper and
+// asks again, to find a CRD installed since.
+func TestMappingCacheDoesNotRememberAKindNotFound(t *testing.T) {
 	delegate := &countingMapper{}
 	m := newMappingCache(delegate)
 	mustMap(t, m, deploymentKind, "v1")
@@ -150,8 +149,8 @@ func TestMappingCacheForgetsOnFailedLookup(t *testing.T) {
 		}
 	}
 	mustMap(t, m, deploymentKind, "v1")
-	if lookups, _ := delegate.counts(); lookups != 4 {
-		t.Fatalf("lookups %d; want 4: the missing kind both times, and the Deployment again after", lookups)
+	if lookups, _ := delegate.counts(); lookups != 3 {
+		t.Fatalf("lookups %d; want 3: the Deployment once, the missing kind both times", lookups)
 	}
 }
 
@@ -161,15 +160,17 @@ func TestMappingCacheDropsALookupOverlappingReset(t *testing.T) {
 	delegate := &countingMapper{hold: make(chan struct{}), entered: make(chan struct{})}
 	hold, entered := delegate.hold, delegate.entered
 	m := newMappingCache(delegate)
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		mustMap(t, m, deploymentKind, "v1")
+		_, err := m.RESTMapping(deploymentKind, "v1")
+		done <- err
 	}()
 	<-entered
 	m.Reset()
 	close(hold)
-	<-done
+	if err := <-done; err != nil {
+		t.Fatalf("the lookup overlapping Reset: %v", err)
+	}
 	mustMap(t, m, deploymentKind, "v1")
 	if lookups, _ := delegate.counts(); lookups != 2 {
 		t.Fatalf("lookups %d; want 2: the one overlapping Reset is not kept", lookups)

@@ -198,12 +198,14 @@ func servedResources(kube *kubefake.Clientset, gvrs ...schema.GroupVersionResour
 // clientsets: kube for writes and discovery, informers on the fakes.
 // Discovery serves namespaces, as every apiserver does: client-go's
 // discovery mapper, asked for a kind on a discovery with no group at all,
-// reads it again and again and never returns.
+// reads it again and again and never returns. The mapper is production's.
 func fakeControllerContext(kube kubernetes.Interface, kubeFake *kubefake.Clientset, client *fake.Clientset) ControllerContext {
-	kubeFake.Resources = append(kubeFake.Resources, &metav1.APIResourceList{
-		GroupVersion: "v1",
-		APIResources: []metav1.APIResource{{Name: "namespaces", Kind: "Namespace", Namespaced: false}},
-	})
+	if !slices.ContainsFunc(kubeFake.Resources, func(l *metav1.APIResourceList) bool { return l.GroupVersion == "v1" }) {
+		kubeFake.Resources = append(kubeFake.Resources, &metav1.APIResourceList{
+			GroupVersion: "v1",
+			APIResources: []metav1.APIResource{{Name: "namespaces", Kind: "Namespace", Namespaced: false}},
+		})
+	}
 	return ControllerContext{
 		KubeClient:                kube,
 		Client:                    client,
@@ -211,7 +213,7 @@ func fakeControllerContext(kube kubernetes.Interface, kubeFake *kubefake.Clients
 		MetricsClient:             metricsfake.NewSimpleClientset(),
 		InformerFactory:           kubeinformers.NewSharedInformerFactory(kubeFake, 0),
 		ScaleplaneInformerFactory: externalversions.NewSharedInformerFactory(client, 0),
-		RESTMapper:                restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubeFake.Discovery())),
+		RESTMapper:                newMappingCache(restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubeFake.Discovery()))),
 		EventRecorderFor:          func(string) record.EventRecorder { return record.NewFakeRecorder(100) },
 		Clock:                     clock.RealClock{},
 		Options:                   options.NewOptions(),

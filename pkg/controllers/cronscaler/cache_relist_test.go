@@ -57,15 +57,19 @@ func TestRelistKeepsOneCopyOfUnchangedObjects(t *testing.T) {
 	lw := &cache.ListWatch{ListWithContextFunc: server.ListWithContext, WatchFuncWithContext: server.WatchWithContext}
 	informer := cache.NewSharedIndexInformer(lw, &autoscalingv1alpha1.CronFederatedHPA{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if _, err := NewController(ctx, Config{
+	c, err := NewController(ctx, Config{
 		Informer: playedInformer{informer},
 		Client:   fake.NewSimpleClientset(),
 		Recorder: record.NewFakeRecorder(100),
 		Clock:    testingclock.NewFakeClock(time.Now()),
 		Workers:  1,
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Its handlers queue the objects; nothing runs the queues.
+	defer c.queue.ShutDown()
+	defer c.records.ShutDown()
 	updates := &seenUpdates{news: map[string]any{}}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: updates.record}); err != nil {
 		t.Fatal(err)

@@ -317,10 +317,15 @@ func run(cfg config) error {
 		return fmt.Errorf("measuring the physical limit: %w", err)
 	}
 	limit := time.Since(limitStart)
+	limitTimes := <-limitSeen
+	// Marked once the watch saw every patch, as in the burst.
 	limitCPU := markCPU(manager.Pid()).since(limitCPU0)
+	if len(limitTimes) < cfg.n {
+		return fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of the limit run", len(limitTimes), cfg.n)
+	}
 	var limitWatched time.Duration
 	limitCurve := make([]time.Duration, 0, cfg.n)
-	for _, at := range <-limitSeen {
+	for _, at := range limitTimes {
 		limitWatched = max(limitWatched, at.Sub(limitStart))
 		limitCurve = append(limitCurve, at.Sub(limitStart))
 	}
@@ -427,9 +432,13 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 	}); err != nil {
 		return 0, cpuPhase{}, fmt.Errorf("measuring the physical limit again: %w", err)
 	}
+	times := <-seen
 	cpu := markCPU(controllerPid).since(cpu0)
+	if len(times) < cfg.n {
+		return 0, cpuPhase{}, fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of a limit run", len(times), cfg.n)
+	}
 	var last time.Duration
-	for _, at := range <-seen {
+	for _, at := range times {
 		last = max(last, at.Sub(start))
 	}
 	return last, cpu, nil
