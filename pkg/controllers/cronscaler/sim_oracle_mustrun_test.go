@@ -165,17 +165,37 @@ func (o *oracle) crowded(inc *incarnation, field string, slot, t0, end time.Time
 		}
 		// An incarnation that ended shortly before may still fire: the
 		// process sees its end when the watch (or a stale first list)
-		// catches up.
+		// catches up, at the relist when its watch delivered nothing.
 		from := slot.Add(-time.Nanosecond)
 		if other.start.After(from) {
 			from = other.start
 		}
 		if s := other.sched.Next(from); !s.IsZero() && !s.After(end) &&
-			(other.end.IsZero() || s.Before(other.end.Add(simLagLimit))) {
+			(other.end.IsZero() || s.Before(o.endSeenBy(other).Add(simLagLimit))) {
 			return true
 		}
 	}
 	return false
+}
+
+// endSeenBy is when the leader can have seen inc's end: at its end, or, when
+// the leader's watch delivered nothing then, at the relist after it. An
+// object deleted meanwhile fires until then, as an edit takes effect then
+// (docs/cron-scaler.md, "Edits the watch has not delivered"; seed 11705440).
+func (o *oracle) endSeenBy(inc *incarnation) time.Time {
+	seen := inc.end
+	for _, r := range o.s.scenario.relists {
+		if inc.end.Before(r.at.Add(-r.down)) || !inc.end.Before(r.at) {
+			continue
+		}
+		if p := o.leaderThrough(inc.end, inc.end); p == nil || !r.at.After(p.start) {
+			continue
+		}
+		if r.at.After(seen) {
+			seen = r.at
+		}
+	}
+	return seen
 }
 
 // checkMustRun is check 1.

@@ -230,14 +230,18 @@ var simModelSeeds = []uint64{4000105, 4000123, 4000129, 4000011, 4000134}
 //	seed 10007590: a second controller's status write in the second a new
 //	  leader started and wrote tied with its own in managedFields, was
 //	  taken for the predecessor's and not reported (fixed:
-//	  newerStatusWrite names the other manager of a tie).
+//	  newerStatusWrite names the other manager of a tie);
+//	seed 11705440: an object deleted while the leader's watch delivered
+//	  nothing fired its next slot on a shared HPA over another object's
+//	  earlier slot (the oracle waits for the relist to see the end:
+//	  endSeenBy).
 //
 // Open (test/bench/README.md): seed 9100215, the crash window
 // (docs/cron-scaler.md): a crashed leader applied 11:14 and 11:15 of two
 // rules of an object and recorded neither; its successor found 11:15 past
 // its maxDelaySeconds and applied 11:14 over it through the scale
 // subresource, whose writes keep no time.
-var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961, 10103041, 10002704, 10109815, 10007590}
+var simEdgeModelSeeds = []uint64{8000495, 8001407, 8100707, 8001611, 9100732, 9100648, 9000961, 10103041, 10002704, 10109815, 10007590, 11705440}
 
 // seedsToRun is fixed unless the flags ask for one seed (-sim.seed) or a
 // soak (-sim.seeds from -sim.first).
