@@ -35,7 +35,6 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -416,68 +415,6 @@ func watchLead(n int) time.Duration {
 	return 10*time.Second + time.Duration(n)*time.Second/5000
 }
 
-// measureScaleLimit measures the scale limit once more, setting replicas;
-// it returns when the watch saw the last patch.
-func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32) (time.Duration, cpuPhase, error) {
-	seen, err := watchApplied(ctx, watchKube, cfg.n, replicas)
-	if err != nil {
-		return 0, cpuPhase{}, err
-	}
-	cpu0 := markCPU(controllerPid)
-	start := time.Now()
-	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
-	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {
-		_, err := client.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
-		return err
-	}); err != nil {
-		return 0, cpuPhase{}, fmt.Errorf("measuring the physical limit again: %w", err)
-	}
-	times := <-seen
-	cpu := markCPU(controllerPid).since(cpu0)
-	if len(times) < cfg.n {
-		return 0, cpuPhase{}, fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of a limit run", len(times), cfg.n)
-	}
-	var last time.Duration
-	for _, at := range times {
-		last = max(last, at.Sub(start))
-	}
-	return last, cpu, nil
-}
-
-// measureStatusLimit is the time a bare client (no rate limit, a connection
-// of its own, cfg.limitConc in flight) takes to write the statuses of every
-// CronFederatedHPA once, as the controller writes them: a PUT of the status
-// subresource of the object as listed.
-func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg config, watchClient versioned.Interface) (time.Duration, error) {
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	if err := watchStatuses(watchCtx, watchClient); err != nil {
-		return 0, err
-	}
-	limitCfg := cp.Config()
-	limitCfg.QPS, limitCfg.Burst = -1, 0
-	limitCfg.Dial = (&net.Dialer{}).DialContext
-	client := versioned.NewForConfigOrDie(limitCfg)
-	list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("listing the CronFederatedHPAs for the status limit: %w", err)
-	}
-	start := time.Now()
-	if err := benchutil.Parallel(ctx, len(list.Items), cfg.limitConc, func(i int) error {
-		obj := list.Items[i].DeepCopy()
-		for j := range obj.Status.ExecutionHistories {
-			if next := obj.Status.ExecutionHistories[j].NextExecutionTime; next != nil {
-				next.Time = next.Time.Add(24 * time.Hour)
-			}
-		}
-		_, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		return 0, fmt.Errorf("measuring the status limit: %w", err)
-	}
-	return time.Since(start), nil
-}
-
 func deployment(i int) *appsv1.Deployment {
 	name := fmt.Sprintf("web-%05d", i)
 	labels := map[string]string{"app": name}
@@ -544,61 +481,6 @@ func watchApplied(ctx context.Context, kube kubernetes.Interface, n int, replica
 		out <- seen
 	}()
 	return out, nil
-}
-
-// apiserverWrites reads apiserver_request_total and sums the mutating
-// requests by verb, resource and subresource.
-func apiserverWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
-	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
-		if err != nil {
-			continue
-		}
-		key := labels["verb"] + " " + labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
-			key += "/" + sub
-		}
-		key += " " + labels["code"]
-		out[key] += v
-	}
-	return out, sc.Err()
-}
-
-func parseLabels(s string) map[string]string {
-	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok {
-			out[k] = strings.Trim(v, `"`)
-		}
-	}
-	return out
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // medianOf returns the median of ds (the upper one of an even count).

@@ -1,0 +1,94 @@
+/*
+Copyright The scaleplane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
+	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
+	"github.com/scaleplane/scaleplane/test/integration/framework"
+)
+
+// measureScaleLimit measures the scale limit once more, setting replicas;
+// it returns when the watch saw the last patch.
+func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32) (time.Duration, cpuPhase, error) {
+	seen, err := watchApplied(ctx, watchKube, cfg.n, replicas)
+	if err != nil {
+		return 0, cpuPhase{}, err
+	}
+	cpu0 := markCPU(controllerPid)
+	start := time.Now()
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {
+		_, err := client.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
+		return err
+	}); err != nil {
+		return 0, cpuPhase{}, fmt.Errorf("measuring the physical limit again: %w", err)
+	}
+	times := <-seen
+	cpu := markCPU(controllerPid).since(cpu0)
+	if len(times) < cfg.n {
+		return 0, cpuPhase{}, fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of a limit run", len(times), cfg.n)
+	}
+	var last time.Duration
+	for _, at := range times {
+		last = max(last, at.Sub(start))
+	}
+	return last, cpu, nil
+}
+
+// measureStatusLimit is the time a bare client (no rate limit, a connection
+// of its own, cfg.limitConc in flight) takes to write the statuses of every
+// CronFederatedHPA once, as the controller writes them: a PUT of the status
+// subresource of the object as listed.
+func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg config, watchClient versioned.Interface) (time.Duration, error) {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if err := watchStatuses(watchCtx, watchClient); err != nil {
+		return 0, err
+	}
+	limitCfg := cp.Config()
+	limitCfg.QPS, limitCfg.Burst = -1, 0
+	limitCfg.Dial = (&net.Dialer{}).DialContext
+	client := versioned.NewForConfigOrDie(limitCfg)
+	list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("listing the CronFederatedHPAs for the status limit: %w", err)
+	}
+	start := time.Now()
+	if err := benchutil.Parallel(ctx, len(list.Items), cfg.limitConc, func(i int) error {
+		obj := list.Items[i].DeepCopy()
+		for j := range obj.Status.ExecutionHistories {
+			if next := obj.Status.ExecutionHistories[j].NextExecutionTime; next != nil {
+				next.Time = next.Time.Add(24 * time.Hour)
+			}
+		}
+		_, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("measuring the status limit: %w", err)
+	}
+	return time.Since(start), nil
+}
