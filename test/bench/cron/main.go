@@ -38,6 +38,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -391,7 +392,7 @@ func run(cfg config) error {
 		statusPhase.Seconds()/statusLimit.Seconds())
 	fmt.Printf("writes during the burst, per firing:\n")
 	total := 0.0
-	for _, k := range sortedKeys(writes1) {
+	for _, k := range slices.Sorted(maps.Keys(writes1)) {
 		d := writes1[k] - writes0[k]
 		if d <= 0 {
 			continue

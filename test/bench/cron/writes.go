@@ -20,7 +20,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -71,13 +70,4 @@ func parseLabels(s string) map[string]string {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
