@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,12 +32,21 @@ import (
 	"github.com/scaleplane/scaleplane/test/integration/framework"
 )
 
-// measureScaleLimit measures the scale limit once more, setting replicas;
-// it returns when the watch saw the last patch.
-func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32) (time.Duration, cpuPhase, error) {
+// scaleLimitRun is one run of the scale limit: when its last patch was
+// answered, when the watch saw each (sorted) and the last, and the CPU used
+// until then.
+type scaleLimitRun struct {
+	response, watched time.Duration
+	curve             []time.Duration
+	cpu               cpuPhase
+}
+
+// measureScaleLimit sends the N scale patches setting replicas, as fast as
+// the bare client can, and returns once the watch saw every one.
+func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32) (scaleLimitRun, error) {
 	seen, err := watchApplied(ctx, watchKube, cfg.n, replicas)
 	if err != nil {
-		return 0, cpuPhase{}, err
+		return scaleLimitRun{}, err
 	}
 	cpu0 := markCPU(controllerPid)
 	start := time.Now()
@@ -45,18 +55,22 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 		_, err := client.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
 		return err
 	}); err != nil {
-		return 0, cpuPhase{}, fmt.Errorf("measuring the physical limit again: %w", err)
+		return scaleLimitRun{}, fmt.Errorf("measuring the physical limit: %w", err)
 	}
+	run := scaleLimitRun{response: time.Since(start)}
 	times := <-seen
-	cpu := markCPU(controllerPid).since(cpu0)
+	// Marked once the watch saw every patch, as in the burst.
+	run.cpu = markCPU(controllerPid).since(cpu0)
 	if len(times) < cfg.n {
-		return 0, cpuPhase{}, fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of a limit run", len(times), cfg.n)
+		return scaleLimitRun{}, fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of a limit run", len(times), cfg.n)
 	}
-	var last time.Duration
+	run.curve = make([]time.Duration, 0, len(times))
 	for _, at := range times {
-		last = max(last, at.Sub(start))
+		run.curve = append(run.curve, at.Sub(start))
 	}
-	return last, cpu, nil
+	slices.Sort(run.curve)
+	run.watched = run.curve[len(run.curve)-1]
+	return run, nil
 }
 
 // measureStatusLimit is the time a bare client (no rate limit, a connection

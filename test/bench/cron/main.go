@@ -53,7 +53,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -302,43 +301,22 @@ func run(cfg config) error {
 	// A connection of its own, as the controller manager has.
 	limitCfg.Dial = (&net.Dialer{}).DialContext
 	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
-	limitSeen, err := watchApplied(ctx, watchKube, cfg.n, 3)
+	limitLoad := benchutil.LoadAvg()
+	// Each run sets one replica more, from 3: each patch is a real write.
+	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3)
 	if err != nil {
 		return err
 	}
-	limitLoad := benchutil.LoadAvg()
-	limitCPU0 := markCPU(manager.Pid())
-	limitStart := time.Now()
-	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {
-		_, err := limitClient.AppsV1().Deployments(namespace).Patch(ctx, fmt.Sprintf("web-%05d", i), types.MergePatchType,
-			[]byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale")
-		return err
-	}); err != nil {
-		return fmt.Errorf("measuring the physical limit: %w", err)
-	}
-	limit := time.Since(limitStart)
-	limitTimes := <-limitSeen
-	// Marked once the watch saw every patch, as in the burst.
-	limitCPU := markCPU(manager.Pid()).since(limitCPU0)
-	if len(limitTimes) < cfg.n {
-		return fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d patches of the limit run", len(limitTimes), cfg.n)
-	}
-	var limitWatched time.Duration
-	limitCurve := make([]time.Duration, 0, cfg.n)
-	for _, at := range limitTimes {
-		limitWatched = max(limitWatched, at.Sub(limitStart))
-		limitCurve = append(limitCurve, at.Sub(limitStart))
-	}
-	sort.Slice(limitCurve, func(i, j int) bool { return limitCurve[i] < limitCurve[j] })
+	limit, limitWatched, limitCurve, limitCPU := first.response, first.watched, first.curve, first.cpu
 	var moreLimits []string
 	limitRuns := []time.Duration{limitWatched}
 	for run := 2; run <= cfg.limitRuns; run++ {
-		d, cpu, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2))
+		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2))
 		if err != nil {
 			return err
 		}
-		limitRuns = append(limitRuns, d)
-		moreLimits = append(moreLimits, fmt.Sprintf("%s (%.2f of the first; CPU-seconds %s)", d.Round(time.Millisecond), d.Seconds()/limitWatched.Seconds(), cpu))
+		limitRuns = append(limitRuns, again.watched)
+		moreLimits = append(moreLimits, fmt.Sprintf("%s (%.2f of the first; CPU-seconds %s)", again.watched.Round(time.Millisecond), again.watched.Seconds()/limitWatched.Seconds(), again.cpu))
 	}
 	// The limit for the status writes, measured the same way: a bare
 	// client writes the same N statuses as the controller does (a PUT of
