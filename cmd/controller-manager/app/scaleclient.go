@@ -70,7 +70,15 @@ type patchScale struct {
 // apps beta versions that Kubernetes 1.16 stopped serving) fails to decode.
 func (s patchScale) Patch(ctx context.Context, gvr schema.GroupVersionResource, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*autoscalingv1.Scale, error) {
 	gv := gvr.GroupVersion()
-	req := s.client.Patch(pt).
+	// The answer in protobuf where the server has it, JSON otherwise: what
+	// client-go's generated clients of built-in kinds ask for
+	// (gentype.PrefersProtobuf), so what a bare client's scale patch of a
+	// Deployment gets. A Scale in JSON costs the apiserver's encoding and
+	// this process's decoding more, on the cores a burst shares with the
+	// apiserver (test/bench/README.md, issue 36, session 17). Unless the
+	// config names a content type, which is then kept. The patch itself
+	// stays the merge patch it is.
+	req := s.client.Patch(pt).UseProtobufAsDefault().
 		AbsPath(rest.DefaultVersionedAPIPath(dynamic.LegacyAPIPathResolverFunc(gv.WithKind("")), gv)).
 		NamespaceIfScoped(s.namespace, s.namespace != "").
 		Resource(gvr.Resource).

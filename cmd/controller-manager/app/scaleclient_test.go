@@ -28,7 +28,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/scale"
 	fakescale "k8s.io/client-go/scale/fake"
@@ -42,7 +44,14 @@ import (
 // (the cron-scaler retries a conflict, a timeout, and not a 404); the other
 // methods are client-go's.
 func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
-	type request struct{ method, path, query, contentType, body string }
+	protobufScale := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
+	webScale := &autoscalingv1.Scale{
+		TypeMeta:   metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "3b8f3e2c-1d0a-4f5e-9c8b-7a6d5e4f3a2b", ResourceVersion: "4711"},
+		Spec:       autoscalingv1.ScaleSpec{Replicas: 12},
+		Status:     autoscalingv1.ScaleStatus{Replicas: 3, Selector: "app=web"},
+	}
+	type request struct{ method, path, query, contentType, accept, body string }
 	requests := make(chan request, 10)
 	answer := func(w http.ResponseWriter, code int, body string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -51,10 +60,18 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	}
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		requests <- request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), string(body)}
+		requests <- request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept"), string(body)}
 		switch r.URL.Path {
-		case "/apis/apps/v1/namespaces/shop/deployments/web/scale", "/api/v1/namespaces/shop/replicationcontrollers/rc/scale":
-			// As kube-apiserver 1.37 answers a scale patch of a Deployment.
+		case "/apis/apps/v1/namespaces/shop/deployments/web/scale":
+			// As kube-apiserver 1.37 answers a scale patch of a Deployment
+			// asked for protobuf first: the Scale in protobuf.
+			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+			w.WriteHeader(http.StatusOK)
+			if err := protobufScale.Encode(webScale, w); err != nil {
+				t.Error(err)
+			}
+		case "/api/v1/namespaces/shop/replicationcontrollers/rc/scale":
+			// A server that has no protobuf for it answers in JSON.
 			answer(w, http.StatusOK, `{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"shop","uid":"3b8f3e2c-1d0a-4f5e-9c8b-7a6d5e4f3a2b","resourceVersion":"4711","creationTimestamp":"2026-11-29T08:00:00Z"},"spec":{"replicas":12},"status":{"replicas":3,"selector":"app=web"}}`)
 		case "/apis/apps/v1/namespaces/shop/deployments/busy/scale":
 			answer(w, http.StatusConflict, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on deployments.apps \"busy\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"name":"busy","group":"apps","kind":"deployments"},"code":409}`)
@@ -84,13 +101,18 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 		t.Errorf("the answer read as %+v; want the Scale of web, 12 wanted, 3 running", got)
 	}
 	want := request{http.MethodPatch, "/apis/apps/v1/namespaces/shop/deployments/web/scale",
-		"dryRun=All&fieldManager=scaleplane-cron-scaler&fieldValidation=Strict&force=false", string(types.MergePatchType), string(patch)}
+		"dryRun=All&fieldManager=scaleplane-cron-scaler&fieldValidation=Strict&force=false", string(types.MergePatchType),
+		"application/vnd.kubernetes.protobuf,application/json", string(patch)}
 	if r := <-requests; r != want {
 		t.Errorf("request %+v; want %+v", r, want)
 	}
 
-	if _, err := scales.Scales("shop").Patch(ctx, schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "rc", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	got, err = scales.Scales("shop").Patch(ctx, schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "rc", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got.Spec.Replicas != 12 || got.Status.Selector != "app=web" {
+		t.Errorf("an answer in JSON read as %+v; want 12 wanted, selector app=web", got)
 	}
 	if r := <-requests; r.path != "/api/v1/namespaces/shop/replicationcontrollers/rc/scale" || r.query != "" {
 		t.Errorf("a core resource's patch went to %s?%s; want /api/v1/namespaces/shop/replicationcontrollers/rc/scale and no query", r.path, r.query)
@@ -115,4 +137,17 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	default:
 	}
 	var _ scale.ScalesGetter = patchScales{}
+
+	// A config that names a content type keeps it: the answer is asked for
+	// in that type only.
+	jsonOnly, err := newPatchScales(&rest.Config{Host: server.URL, ContentConfig: rest.ContentConfig{ContentType: runtime.ContentTypeJSON}}, wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsonOnly.Scales("shop").Patch(ctx, schema.GroupVersionResource{Version: "v1", Resource: "replicationcontrollers"}, "rc", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-requests; r.accept != "application/json, */*" {
+		t.Errorf("with a JSON config the answer was asked for as %q; want JSON", r.accept)
+	}
 }
