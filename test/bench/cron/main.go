@@ -38,7 +38,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,6 +71,10 @@ type config struct {
 	idle       time.Duration
 	creators   int
 	limitConc  int
+	// apiserverProfiling serves kube-apiserver's /debug/pprof/.
+	apiserverProfiling bool
+	// limitBefore measures the scale limit once before the slot too.
+	limitBefore bool
 	// limitRuns is how many times the scale limit is measured, one run
 	// after the other: on a busy machine one run moves by 5 % from the
 	// next, as much as the aim's margin.
@@ -94,6 +97,8 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
 	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
 	flag.IntVar(&cfg.limitRuns, "limit-runs", 3, "how many times to measure the scale limit, one run after the other (each sets one more replica); the ratio is reported to the first run and to the median of the runs")
+	flag.BoolVar(&cfg.limitBefore, "limit-before", false, "measure the scale limit once before the slot too, after the idle window (the first scale write of each Deployment, on an apiserver idle until then, as the controller's burst otherwise is); the median includes it")
+	flag.BoolVar(&cfg.apiserverProfiling, "apiserver-profiling", false, "serve kube-apiserver's /debug/pprof/ (to trace it around the slot)")
 	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
 	flag.IntVar(&cfg.cpuSeconds, "profile-cpu-seconds", 0, "the CPU profile's length from the slot (with -profile); 0 covers the burst and its status writes (n/200 + 5 s); about n/1000 covers only the target writes")
 	flag.StringVar(&cfg.profileDir, "profile", "", "a directory to save the controller manager's heap profiles (idle, last target, all statuses) and a CPU profile of the burst in; passes --profiling")
@@ -135,6 +140,8 @@ func run(cfg config) error {
 			// The watchers the watch cache closes for reading too slowly
 			// are logged at 1 (see apiserverWatchEnds).
 			"--vmodule=cache_watcher=1",
+			// /debug/pprof/ for a trace of the apiserver (-apiserver-profiling).
+			"--profiling=" + strconv.FormatBool(cfg.apiserverProfiling),
 		},
 	})
 	if err != nil {
@@ -244,6 +251,29 @@ func run(cfg config) error {
 	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
 	prof.heap(ctx, "idle")
 
+	// The bare client: no rate limit, a connection of its own, as the
+	// controller manager has.
+	limitCfg := cp.Config()
+	limitCfg.QPS, limitCfg.Burst = -1, 0
+	limitCfg.Dial = (&net.Dialer{}).DialContext
+	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
+	// With -limit-before the limit is measured once before the slot too, on
+	// the same idle apiserver and as the first scale write of each
+	// Deployment, as the controller's burst otherwise is (to 7 replicas:
+	// then the controller's 2 is a real write).
+	var before *scaleLimitRun
+	if cfg.limitBefore {
+		if time.Until(slot.Add(-watchLead(cfg.n))) < time.Duration(cfg.n)*time.Second/200 {
+			return fmt.Errorf("only %s left before the slot for -limit-before; raise the setup margin (-setup-rate)", time.Until(slot))
+		}
+		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7)
+		if err != nil {
+			return fmt.Errorf("the limit run before the slot: %w", err)
+		}
+		before = &run
+		benchutil.Logf("the scale limit before the slot: %s", run.watched.Round(time.Millisecond))
+	}
+
 	// The watch starts shortly before the slot, not right after the idle
 	// window: with a long setup margin (100,000 objects, a low -setup-rate)
 	// a watch opened ten minutes ahead was closed before the slot, and the
@@ -254,6 +284,10 @@ func run(cfg config) error {
 		return err
 	}
 	writes0, err := apiserverWrites(ctx, kube)
+	if err != nil {
+		return err
+	}
+	requests0, err := apiserverRequests(ctx, kube, allVerbs...)
 	if err != nil {
 		return err
 	}
@@ -269,6 +303,10 @@ func run(cfg config) error {
 	seen := <-applied
 	allApplied := time.Now()
 	targetsCPU := markCPU(manager.Pid()).since(targetsCPU0)
+	targetRequests, err := apiserverRequests(ctx, kube, allVerbs...)
+	if err != nil {
+		return err
+	}
 	if len(seen) < cfg.n {
 		return fmt.Errorf("the benchmark's watch on the Deployments ended after seeing %d of %d targets applied; nothing was measured", len(seen), cfg.n)
 	}
@@ -296,11 +334,6 @@ func run(cfg config) error {
 
 	// The physical limit: the same N scale patches (to 3 replicas, so each
 	// is a real write), sent by a minimal client as fast as it can.
-	limitCfg := cp.Config()
-	limitCfg.QPS, limitCfg.Burst = -1, 0
-	// A connection of its own, as the controller manager has.
-	limitCfg.Dial = (&net.Dialer{}).DialContext
-	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
 	limitLoad := benchutil.LoadAvg()
 	// Each run sets one replica more, from 3: each patch is a real write.
 	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3)
@@ -310,6 +343,9 @@ func run(cfg config) error {
 	limit, limitWatched, limitCurve, limitCPU := first.response, first.watched, first.curve, first.cpu
 	var moreLimits []string
 	limitRuns := []time.Duration{limitWatched}
+	if before != nil {
+		limitRuns = append(limitRuns, before.watched)
+	}
 	for run := 2; run <= cfg.limitRuns; run++ {
 		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2))
 		if err != nil {
@@ -358,6 +394,12 @@ func run(cfg config) error {
 		allApplied.Sub(slot).Seconds()/limit.Seconds(), allApplied.Sub(slot).Seconds()/limitWatched.Seconds())
 	if len(moreLimits) > 0 {
 		fmt.Printf("the scale limit measured again, last seen by the watch: %s\n", strings.Join(moreLimits, "; "))
+	}
+	if before != nil {
+		fmt.Printf("the scale limit measured before the slot (-limit-before: after the idle window, on an apiserver idle until then, the first scale write of each Deployment), last seen by the watch: %s (%.2f of the first after; CPU-seconds %s); ratio of the controller's time to it: %.2f\n",
+			before.watched.Round(time.Millisecond), before.watched.Seconds()/limitWatched.Seconds(), before.cpu, allApplied.Sub(slot).Seconds()/before.watched.Seconds())
+	}
+	if len(limitRuns) > 1 {
 		median := medianOf(limitRuns)
 		fmt.Printf("ratio of the time to the last target (seen by the watch) to the median of %d limit runs (%s): %.2f\n",
 			len(limitRuns), median.Round(time.Millisecond), allApplied.Sub(slot).Seconds()/median.Seconds())
@@ -369,16 +411,9 @@ func run(cfg config) error {
 		statusPhase.Round(time.Millisecond), cfg.n, cfg.limitConc, statusLimit.Round(time.Millisecond), float64(cfg.n)/statusLimit.Seconds(),
 		statusPhase.Seconds()/statusLimit.Seconds())
 	fmt.Printf("writes during the burst, per firing:\n")
-	total := 0.0
-	for _, k := range slices.Sorted(maps.Keys(writes1)) {
-		d := writes1[k] - writes0[k]
-		if d <= 0 {
-			continue
-		}
-		total += d
-		fmt.Printf("  %-45s %8.0f  %.2f/firing\n", k, d, d/float64(cfg.n))
-	}
-	fmt.Printf("  %-45s %8.0f  %.2f/firing\n", "total", total, total/float64(cfg.n))
+	printRequests(writes0, writes1, cfg.n)
+	fmt.Printf("requests while the targets were written (from just before the slot to the last target; the benchmark's own among them: one read of /metrics), per firing:\n")
+	printRequests(requests0, targetRequests, cfg.n)
 	wholeRunHWM, _ := procStatus(manager.Pid(), "VmHWM")
 	fmt.Printf("controller RSS: idle %s, after the burst %s, peak %s (%s at the end, after the limit runs, whose status writes the controller sees as another writer's); before the first CronFederatedHPA %s, so %.0f bytes per object idle\n",
 		idleRSS, burstRSS, peakRSS, wholeRunHWM, benchutil.MiB(baseKiB), float64(idleKiB-baseKiB)*1024/float64(cfg.n))

@@ -20,6 +20,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,8 +29,14 @@ import (
 )
 
 // apiserverWrites reads apiserver_request_total and sums the mutating
-// requests by verb, resource and subresource.
+// requests by verb, resource, subresource and code.
 func apiserverWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+	return apiserverRequests(ctx, kube, "POST", "PUT", "PATCH", "DELETE", "APPLY")
+}
+
+// apiserverRequests reads apiserver_request_total and sums the requests of
+// those verbs by verb, resource, subresource and code.
+func apiserverRequests(ctx context.Context, kube kubernetes.Interface, verbs ...string) (map[string]float64, error) {
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
@@ -42,9 +50,7 @@ func apiserverWrites(ctx context.Context, kube kubernetes.Interface) (map[string
 			continue
 		}
 		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
+		if !slices.Contains(verbs, labels["verb"]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
@@ -70,4 +76,23 @@ func parseLabels(s string) map[string]string {
 		}
 	}
 	return out
+}
+
+// allVerbs are the verbs apiserver_request_total counts but WATCH, whose
+// count is of watches opened, not of events.
+var allVerbs = []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
+
+// printRequests prints the requests counted in after but not in before, by
+// key, per firing of n, and their total.
+func printRequests(before, after map[string]float64, n int) {
+	total := 0.0
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		d := after[k] - before[k]
+		if d <= 0 {
+			continue
+		}
+		total += d
+		fmt.Printf("  %-45s %8.0f  %.2f/firing\n", k, d, d/float64(n))
+	}
+	fmt.Printf("  %-45s %8.0f  %.2f/firing\n", "total", total, total/float64(n))
 }
