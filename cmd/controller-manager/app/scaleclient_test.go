@@ -39,10 +39,11 @@ import (
 )
 
 // The cron-scaler's Patch of a scale subresource is the request client-go's
-// scale client sends (path, query, content type, body), its answer read as
-// the Scale it is, and the apiserver's errors kept as the errors they are
-// (the cron-scaler retries a conflict, a timeout, and not a 404); the other
-// methods are client-go's.
+// scale client sends (path, query, content type, body), asking for the
+// answer in protobuf or JSON as client-go's typed clients of built-in kinds
+// do; its answer, in either, read as the Scale it is, and the apiserver's
+// errors, in either, kept as the errors they are (the cron-scaler retries a
+// conflict, a timeout, and not a 404); the other methods are client-go's.
 func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	protobufScale := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
 	webScale := &autoscalingv1.Scale{
@@ -71,10 +72,21 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 				t.Error(err)
 			}
 		case "/api/v1/namespaces/shop/replicationcontrollers/rc/scale":
-			// A server that has no protobuf for it answers in JSON.
+			// An answer in JSON, which any server may give: Accept lists
+			// both (a custom resource's scale subresource on a server
+			// without protobuf for it, say).
 			answer(w, http.StatusOK, `{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"shop","uid":"3b8f3e2c-1d0a-4f5e-9c8b-7a6d5e4f3a2b","resourceVersion":"4711","creationTimestamp":"2026-11-29T08:00:00Z"},"spec":{"replicas":12},"status":{"replicas":3,"selector":"app=web"}}`)
 		case "/apis/apps/v1/namespaces/shop/deployments/busy/scale":
-			answer(w, http.StatusConflict, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on deployments.apps \"busy\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"name":"busy","group":"apps","kind":"deployments"},"code":409}`)
+			// kube-apiserver's errors come in the type asked for too.
+			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+			w.WriteHeader(http.StatusConflict)
+			if err := protobufScale.Encode(&metav1.Status{
+				TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonConflict,
+				Message: `Operation cannot be fulfilled on deployments.apps "busy": the object has been modified; please apply your changes to the latest version and try again`,
+				Details: &metav1.StatusDetails{Name: "busy", Group: "apps", Kind: "deployments"},
+			}, w); err != nil {
+				t.Error(err)
+			}
 		default:
 			answer(w, http.StatusNotFound, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"gone\" not found","reason":"NotFound","details":{"name":"gone","group":"apps","kind":"deployments"},"code":404}`)
 		}

@@ -267,7 +267,8 @@ func run(cfg config) error {
 	var before *scaleLimitRun
 	if cfg.limitBefore {
 		if time.Until(slot.Add(-watchLead(cfg.n))) < time.Duration(cfg.n)*time.Second/200 {
-			return fmt.Errorf("only %s left before the slot for -limit-before; raise the setup margin (-setup-rate)", time.Until(slot))
+			return fmt.Errorf("only %s left before the watch on the slot starts for -limit-before, which needs about %s; raise the setup margin (-setup-rate)",
+				time.Until(slot.Add(-watchLead(cfg.n))).Round(time.Second), time.Duration(cfg.n)*time.Second/200)
 		}
 		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7)
 		if err != nil {

@@ -78,8 +78,9 @@ func parseLabels(s string) map[string]string {
 	return out
 }
 
-// allVerbs are the verbs apiserver_request_total counts but WATCH, whose
-// count is of watches opened, not of events.
+// allVerbs are the verbs of reads and writes apiserver_request_total counts:
+// not WATCH (watches opened, not events), CONNECT, PROXY or its "other"
+// bucket, which a burst does not send.
 var allVerbs = []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
 
 // printRequests prints the requests counted in after but not in before, by
