@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/scaleplane/scaleplane/pkg/generated/clientset/versioned"
 	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
@@ -39,6 +40,15 @@ type scaleLimitRun struct {
 	response, watched time.Duration
 	curve             []time.Duration
 	cpu               cpuPhase
+}
+
+// bareConfig is the bare client's config: no client-side rate limit, and a
+// connection of its own, as the controller manager has for its writes.
+func bareConfig(cp *framework.ControlPlane) *rest.Config {
+	cfg := cp.Config()
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Dial = (&net.Dialer{}).DialContext
+	return cfg
 }
 
 // measureScaleLimit sends the N scale patches setting replicas, as fast as
@@ -83,10 +93,7 @@ func measureStatusLimit(ctx context.Context, cp *framework.ControlPlane, cfg con
 	if err := watchStatuses(watchCtx, watchClient); err != nil {
 		return 0, err
 	}
-	limitCfg := cp.Config()
-	limitCfg.QPS, limitCfg.Burst = -1, 0
-	limitCfg.Dial = (&net.Dialer{}).DialContext
-	client := versioned.NewForConfigOrDie(limitCfg)
+	client := versioned.NewForConfigOrDie(bareConfig(cp))
 	list, err := client.AutoscalingV1alpha1().CronFederatedHPAs(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("listing the CronFederatedHPAs for the status limit: %w", err)

@@ -254,12 +254,7 @@ func run(cfg config) error {
 	idleCPU := (cpu1 - cpu0) / idleWindow.Seconds()
 	prof.heap(ctx, "idle")
 
-	// The bare client: no rate limit, a connection of its own, as the
-	// controller manager has.
-	limitCfg := cp.Config()
-	limitCfg.QPS, limitCfg.Burst = -1, 0
-	limitCfg.Dial = (&net.Dialer{}).DialContext
-	limitClient := kubernetes.NewForConfigOrDie(limitCfg)
+	limitClient := kubernetes.NewForConfigOrDie(bareConfig(cp))
 	// With -limit-before the limit is measured once before the slot too, on
 	// the same idle apiserver and as the first scale write of each
 	// Deployment, as the controller's burst otherwise is (to 7 replicas:
@@ -287,11 +282,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	writes0, err := apiserverWrites(ctx, kube)
-	if err != nil {
-		return err
-	}
-	requests0, err := apiserverRequests(ctx, kube, allVerbs...)
+	requests0, err := apiserverRequests(ctx, kube)
 	if err != nil {
 		return err
 	}
@@ -307,7 +298,7 @@ func run(cfg config) error {
 	seen := <-applied
 	allApplied := time.Now()
 	targetsCPU := markCPU(manager.Pid()).since(targetsCPU0)
-	targetRequests, err := apiserverRequests(ctx, kube, allVerbs...)
+	targetRequests, err := apiserverRequests(ctx, kube)
 	if err != nil {
 		return err
 	}
@@ -329,7 +320,7 @@ func run(cfg config) error {
 	prof.wait()
 	// Events are written asynchronously; let them land before counting.
 	time.Sleep(5 * time.Second)
-	writes1, err := apiserverWrites(ctx, kube)
+	requests1, err := apiserverRequests(ctx, kube)
 	if err != nil {
 		return err
 	}
@@ -415,9 +406,9 @@ func run(cfg config) error {
 		statusPhase.Round(time.Millisecond), cfg.n, cfg.limitConc, statusLimit.Round(time.Millisecond), float64(cfg.n)/statusLimit.Seconds(),
 		statusPhase.Seconds()/statusLimit.Seconds())
 	fmt.Printf("writes during the burst, per firing:\n")
-	printRequests(writes0, writes1, cfg.n)
-	fmt.Printf("requests while the targets were written (from just before the slot to the last target; the benchmark's own among them: one read of /metrics), per firing:\n")
-	printRequests(requests0, targetRequests, cfg.n)
+	printRequests(requests0, requests1, cfg.n, writeVerbs)
+	fmt.Printf("requests while the targets were written (from just before the slot to the last target), per firing:\n")
+	printRequests(requests0, targetRequests, cfg.n, allVerbs)
 	wholeRunHWM, _ := procStatus(manager.Pid(), "VmHWM")
 	fmt.Printf("controller RSS: idle %s, after the burst %s, peak %s (%s at the end, after the limit runs, whose status writes the controller sees as another writer's); before the first CronFederatedHPA %s, so %.0f bytes per object idle\n",
 		idleRSS, burstRSS, peakRSS, wholeRunHWM, benchutil.MiB(baseKiB), float64(idleKiB-baseKiB)*1024/float64(cfg.n))

@@ -28,15 +28,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// apiserverWrites reads apiserver_request_total and sums the mutating
-// requests by verb, resource, subresource and code.
-func apiserverWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
-	return apiserverRequests(ctx, kube, "POST", "PUT", "PATCH", "DELETE", "APPLY")
-}
-
 // apiserverRequests reads apiserver_request_total and sums the requests of
-// those verbs by verb, resource, subresource and code.
-func apiserverRequests(ctx context.Context, kube kubernetes.Interface, verbs ...string) (map[string]float64, error) {
+// allVerbs by verb, resource, subresource and code (the key "VERB
+// resource[/subresource] code").
+func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
@@ -50,7 +45,7 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface, verbs ...
 			continue
 		}
 		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		if !slices.Contains(verbs, labels["verb"]) {
+		if !slices.Contains(allVerbs, labels["verb"]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
@@ -67,6 +62,7 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface, verbs ...
 	return out, sc.Err()
 }
 
+// parseLabels reads a metric line's labels (`a="x",b="y"`).
 func parseLabels(s string) map[string]string {
 	out := map[string]string{}
 	for _, kv := range strings.Split(s, ",") {
@@ -83,13 +79,17 @@ func parseLabels(s string) map[string]string {
 // bucket, which a burst does not send.
 var allVerbs = []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
 
-// printRequests prints the requests counted in after but not in before, by
-// key, per firing of n, and their total.
-func printRequests(before, after map[string]float64, n int) {
+// writeVerbs are the mutating ones among them.
+var writeVerbs = []string{"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
+
+// printRequests prints the requests of those verbs counted in after but not
+// in before, by key, per firing of n, and their total.
+func printRequests(before, after map[string]float64, n int, verbs []string) {
 	total := 0.0
 	for _, k := range slices.Sorted(maps.Keys(after)) {
+		verb, _, _ := strings.Cut(k, " ")
 		d := after[k] - before[k]
-		if d <= 0 {
+		if d <= 0 || !slices.Contains(verbs, verb) {
 			continue
 		}
 		total += d
