@@ -25,8 +25,9 @@ limitations under the License.
 // the controller's RSS and CPU while idle and during the burst (from /proc),
 // and the physical limit: the time a minimal client, with no rate limit and
 // -limit-concurrency requests in flight, takes to send the same N scale
-// patches to the same apiserver right after the burst, and the ratio of the
-// time to the last target to it. The limit run has the same watch on the
+// patches to the same apiserver after the burst (with -limit-idle, each
+// run after the apiserver idled as it had before the slot), and the ratio
+// of the time to the last target to it. The limit run has the same watch on the
 // Deployments as the burst (the instrument costs the apiserver the same in
 // both), and is timed both to its last response and to the last patch the
 // watch sees, the way the burst is timed. See test/bench/README.md.
@@ -69,6 +70,7 @@ type config struct {
 	bin        string
 	managerArg []string
 	idle       time.Duration
+	limitIdle  time.Duration
 	creators   int
 	limitConc  int
 	// apiserverProfiling serves kube-apiserver's /debug/pprof/.
@@ -96,6 +98,7 @@ func main() {
 	flag.StringVar(&extra, "controller-manager-args", "", "extra flags for the controller manager, space separated (e.g. \"--kube-api-qps=2000 --kube-api-burst=4000\")")
 	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
 	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
+	flag.DurationVar(&cfg.limitIdle, "limit-idle", 0, "how long the apiserver is left idle before each limit run after the burst, as it was before the slot (0: each run right after the one before)")
 	flag.IntVar(&cfg.limitRuns, "limit-runs", 3, "how many times to measure the scale limit, one run after the other (each sets one more replica); the ratio is reported to the first run and to the median of the runs")
 	flag.BoolVar(&cfg.limitBefore, "limit-before", false, "measure the scale limit once before the slot too, after the idle window (the first scale write of each Deployment, on an apiserver idle until then, as the controller's burst otherwise is); the median includes it")
 	flag.BoolVar(&cfg.apiserverProfiling, "apiserver-profiling", false, "serve kube-apiserver's /debug/pprof/ (to trace it around the slot)")
@@ -265,7 +268,7 @@ func run(cfg config) error {
 			return fmt.Errorf("only %s left before the watch on the slot starts for -limit-before, which needs about %s; raise the setup margin (-setup-rate)",
 				time.Until(slot.Add(-watchLead(cfg.n))).Round(time.Second), time.Duration(cfg.n)*time.Second/200)
 		}
-		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7)
+		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7, 0)
 		if err != nil {
 			return fmt.Errorf("the limit run before the slot: %w", err)
 		}
@@ -331,22 +334,24 @@ func run(cfg config) error {
 	// is a real write), sent by a minimal client as fast as it can.
 	limitLoad := benchutil.LoadAvg()
 	// Each run sets one replica more, from 3: each patch is a real write.
-	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3)
+	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3, cfg.limitIdle)
 	if err != nil {
 		return err
 	}
 	limit, limitWatched, limitCurve, limitCPU := first.response, first.watched, first.curve, first.cpu
+	apiserverTimes := []string{first.apiserverTime.String()}
 	var moreLimits []string
 	limitRuns := []time.Duration{limitWatched}
 	if before != nil {
 		limitRuns = append(limitRuns, before.watched)
 	}
 	for run := 2; run <= cfg.limitRuns; run++ {
-		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2))
+		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2), cfg.limitIdle)
 		if err != nil {
 			return err
 		}
 		limitRuns = append(limitRuns, again.watched)
+		apiserverTimes = append(apiserverTimes, again.apiserverTime.String())
 		moreLimits = append(moreLimits, fmt.Sprintf("%s (%.2f of the first; CPU-seconds %s)", again.watched.Round(time.Millisecond), again.watched.Seconds()/limitWatched.Seconds(), again.cpu))
 	}
 	// The limit for the status writes, measured the same way: a bare
@@ -383,16 +388,16 @@ func run(cfg config) error {
 	}
 	fmt.Printf("last target applied: %s after the slot; all statuses recorded: %s after the slot\n",
 		allApplied.Sub(slot).Round(time.Millisecond), allRecorded.Sub(slot).Round(time.Millisecond))
-	fmt.Printf("physical limit (a client with no rate limit, %d in flight, sends the same %d scale patches): last response %s (%.0f/s), last seen by the watch %s\n",
-		cfg.limitConc, cfg.n, limit.Round(time.Millisecond), float64(cfg.n)/limit.Seconds(), limitWatched.Round(time.Millisecond))
+	fmt.Printf("physical limit (a client with no rate limit, %d in flight, sends the same %d scale patches, each run after %s of idle): last response %s (%.0f/s), last seen by the watch %s\n",
+		cfg.limitConc, cfg.n, cfg.limitIdle, limit.Round(time.Millisecond), float64(cfg.n)/limit.Seconds(), limitWatched.Round(time.Millisecond))
 	fmt.Printf("ratio of the time to the last target (seen by the watch) to the limit: %.2f to the limit's last response, %.2f to the last of its patches the watch saw\n",
 		allApplied.Sub(slot).Seconds()/limit.Seconds(), allApplied.Sub(slot).Seconds()/limitWatched.Seconds())
 	if len(moreLimits) > 0 {
 		fmt.Printf("the scale limit measured again, last seen by the watch: %s\n", strings.Join(moreLimits, "; "))
 	}
 	if before != nil {
-		fmt.Printf("the scale limit measured before the slot (-limit-before: after the idle window, on an apiserver idle until then, the first scale write of each Deployment), last seen by the watch: %s (%.2f of the first after; CPU-seconds %s; seen by the watch, first/10/25/50/75/90%%/last: %s); ratio of the controller's time to it: %.2f\n",
-			before.watched.Round(time.Millisecond), before.watched.Seconds()/limitWatched.Seconds(), before.cpu, curve(before.curve), allApplied.Sub(slot).Seconds()/before.watched.Seconds())
+		fmt.Printf("the scale limit measured before the slot (-limit-before: after the idle window, on an apiserver idle until then, the first scale write of each Deployment), last seen by the watch: %s (%.2f of the first after; CPU-seconds %s; seen by the watch, first/10/25/50/75/90%%/last: %s; the apiserver's mean time per patch %s); ratio of the controller's time to it: %.2f\n",
+			before.watched.Round(time.Millisecond), before.watched.Seconds()/limitWatched.Seconds(), before.cpu, curve(before.curve), before.apiserverTime, allApplied.Sub(slot).Seconds()/before.watched.Seconds())
 	}
 	if len(limitRuns) > 1 {
 		median := medianOf(limitRuns)
@@ -401,6 +406,8 @@ func run(cfg config) error {
 	}
 	fmt.Printf("CPU-seconds while the targets were written: controller's burst %s; the limit run %s (the benchmark process holds the bare client and, in both, the watch)\n",
 		targetsCPU, limitCPU)
+	fmt.Printf("the apiserver's mean time per scale patch (apiserver_request_duration_seconds, queueing included): controller's burst %s; limit runs %s\n",
+		meanPatchTime(requests0, targetRequests), strings.Join(apiserverTimes, ", "))
 	statusPhase := allRecorded.Sub(allApplied)
 	fmt.Printf("status writes: the last %s after the last target; a bare client writes the same %d statuses (%d in flight) in %s (%.0f/s); ratio %.2f\n",
 		statusPhase.Round(time.Millisecond), cfg.n, cfg.limitConc, statusLimit.Round(time.Millisecond), float64(cfg.n)/statusLimit.Seconds(),

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 )
@@ -41,6 +42,10 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[stri
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
+		if key, ok := patchTimeKey(line); ok {
+			out[key] += metricValue(line)
+			continue
+		}
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
@@ -60,6 +65,46 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[stri
 		out[key] += v
 	}
 	return out, sc.Err()
+}
+
+// The keys of the time the apiserver took for the scale patches, and how
+// many it timed (apiserver_request_duration_seconds, from a request's
+// arrival to its answer, queueing included): apart from the requests, as
+// their first word is no verb.
+const (
+	patchSecondsKey = "seconds PATCH deployments/scale"
+	patchCountKey   = "count PATCH deployments/scale"
+)
+
+// patchTimeKey returns which of the two keys a line of /metrics adds to.
+func patchTimeKey(line string) (string, bool) {
+	name, rest, ok := strings.Cut(line, "{")
+	if !ok || !strings.Contains(rest, `verb="PATCH"`) || !strings.Contains(rest, `resource="deployments"`) || !strings.Contains(rest, `subresource="scale"`) {
+		return "", false
+	}
+	switch name {
+	case "apiserver_request_duration_seconds_sum":
+		return patchSecondsKey, true
+	case "apiserver_request_duration_seconds_count":
+		return patchCountKey, true
+	}
+	return "", false
+}
+
+// metricValue is a line's value, 0 if it has none.
+func metricValue(line string) float64 {
+	v, _ := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
+	return v
+}
+
+// meanPatchTime is the mean time the apiserver took for the scale patches
+// counted in after but not in before.
+func meanPatchTime(before, after map[string]float64) time.Duration {
+	n := after[patchCountKey] - before[patchCountKey]
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration((after[patchSecondsKey] - before[patchSecondsKey]) / n * float64(time.Second)).Round(100 * time.Microsecond)
 }
 
 // parseLabels reads a metric line's labels (`a="x",b="y"`).
