@@ -140,9 +140,6 @@ func run(cfg config) error {
 		ExtraAPIServerArgs: []string{
 			// Room for the benchmark's own bulk creation next to the burst.
 			"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
-			// The watchers the watch cache closes for reading too slowly
-			// are logged at 1 (see apiserverWatchEnds).
-			"--vmodule=cache_watcher=1",
 			// /debug/pprof/ for a trace of the apiserver (-apiserver-profiling).
 			"--profiling=" + strconv.FormatBool(cfg.apiserverProfiling),
 		},
@@ -316,7 +313,7 @@ func run(cfg config) error {
 	burstCPU1, _ := benchutil.CPUSeconds(manager.Pid())
 	prof.heap(ctx, "all-statuses")
 	watchReport := func() string {
-		return relists(manager.LogPath()) + "; apiserver: " + apiserverWatchEnds(filepath.Join(cp.Dir(), "kube-apiserver.log"))
+		return relists(manager.LogPath()) + "; apiserver: " + apiserverWatchEnds(ctx, kube, filepath.Join(cp.Dir(), "kube-apiserver.log"))
 	}
 	burstRelists := watchReport()
 	benchutil.Logf("all statuses recorded; %s", burstRelists)

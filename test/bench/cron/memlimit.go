@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/scaleplane/scaleplane/test/bench/internal/benchutil"
 )
@@ -161,17 +164,24 @@ func relists(logPath string) string {
 	return out
 }
 
-// apiserverWatchEnds reports, from the apiserver's log, why watches ended
-// on its side: watchers it closed because they read too slowly, and its
-// watch cache's reinitialisations (after which an older resourceVersion is
-// 410 Gone), with the last line of each.
-func apiserverWatchEnds(logPath string) string {
+// apiserverWatchEnds reports why watches ended on the apiserver's side: the
+// watchers its watch cache closed because they read too slowly, by resource
+// (apiserver_terminated_watchers_total), and, from its log, its watch
+// cache's reinitialisations (after which an older resourceVersion is 410
+// Gone), with the last line of each. The closed watchers come from the
+// metric, not the log: the log has them only at --vmodule=cache_watcher=1,
+// which made every klog verbosity check of kube-apiserver take klog's lock
+// and read the caller's stack, in the burst and in the limit runs alike.
+func apiserverWatchEnds(ctx context.Context, kube kubernetes.Interface, logPath string) string {
+	closed, err := terminatedWatchers(ctx, kube)
+	if err != nil {
+		closed = err.Error()
+	}
 	data, err := os.ReadFile(logPath)
 	if err != nil {
-		return "apiserver log unreadable: " + err.Error()
+		return closed + "; apiserver log unreadable: " + err.Error()
 	}
 	kinds := []struct{ name, marker string }{
-		{"slow watchers closed", "watcher close due to unresponsiveness"},
 		{"watch cache reinitialised", "Terminating all watchers"},
 		{"watch cache's own watch ended", "watch chan error"},
 	}
@@ -184,7 +194,7 @@ func apiserverWatchEnds(logPath string) string {
 			}
 		}
 	}
-	var out []string
+	out := []string{closed}
 	for i, k := range kinds {
 		item := fmt.Sprintf("%s %d", k.name, counts[i])
 		if last[i] != "" {

@@ -142,3 +142,34 @@ func printRequests(before, after map[string]float64, n int, verbs []string) {
 	}
 	fmt.Printf("  %-45s %8.0f  %.2f/firing\n", "total", total, total/float64(n))
 }
+
+// terminatedWatchers reads apiserver_terminated_watchers_total: the
+// watchers the watch cache closed for reading too slowly, in all and by
+// resource.
+func terminatedWatchers(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading apiserver metrics: %w", err)
+	}
+	const name = "apiserver_terminated_watchers_total{"
+	total, byResource := 0.0, map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		v := metricValue(line)
+		total += v
+		if v > 0 {
+			byResource[parseLabels(line[len(name):strings.LastIndex(line, "}")])["resource"]] += v
+		}
+	}
+	out := fmt.Sprintf("slow watchers closed %.0f", total)
+	if len(byResource) > 0 {
+		var items []string
+		for _, r := range slices.Sorted(maps.Keys(byResource)) {
+			items = append(items, fmt.Sprintf("%s %.0f", r, byResource[r]))
+		}
+		out += " (" + strings.Join(items, ", ") + ")"
+	}
+	return out, nil
+}
