@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -29,32 +28,56 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// apiserverRequests reads apiserver_request_total and sums the requests of
-// allVerbs by verb, resource, subresource and code (the key "VERB
-// resource[/subresource] code").
-func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+// apiserverMetrics reads the apiserver's /metrics and returns each sample
+// line as its metric's name, its labels and its value; comments are left out.
+func apiserverMetrics(ctx context.Context, kube kubernetes.Interface) ([]metricSample, error) {
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if key, ok := patchTimeKey(line); ok {
-			out[key] += metricValue(line)
+	var out []metricSample
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		end := strings.LastIndex(rest, "}")
+		if !ok || end < 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labels := parseLabels(line[len("apiserver_request_total{"):strings.LastIndex(line, "}")])
-		if !slices.Contains(allVerbs, labels["verb"]) {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64)
 		if err != nil {
+			continue
+		}
+		out = append(out, metricSample{name: name, labels: rest[:end], value: v})
+	}
+	return out, nil
+}
+
+// metricSample is one line of /metrics; labels are parsed on demand
+// (parseLabels), for the few metrics read.
+type metricSample struct {
+	name, labels string
+	value        float64
+}
+
+// apiserverRequests reads apiserver_request_total and sums the requests of
+// allVerbs by verb, resource, subresource and code (the key "VERB
+// resource[/subresource] code"), and the apiserver's time for the scale
+// patches (patchSecondsKey, patchCountKey).
+func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+	samples, err := apiserverMetrics(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range samples {
+		if key, ok := patchTimeKey(m); ok {
+			out[key] += m.value
+			continue
+		}
+		if m.name != "apiserver_request_total" {
+			continue
+		}
+		labels := parseLabels(m.labels)
+		if !slices.Contains(allVerbs, labels["verb"]) {
 			continue
 		}
 		key := labels["verb"] + " " + labels["resource"]
@@ -62,9 +85,9 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[stri
 			key += "/" + sub
 		}
 		key += " " + labels["code"]
-		out[key] += v
+		out[key] += m.value
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // The keys of the time the apiserver took for the scale patches, and how
@@ -76,25 +99,19 @@ const (
 	patchCountKey   = "count PATCH deployments/scale"
 )
 
-// patchTimeKey returns which of the two keys a line of /metrics adds to.
-func patchTimeKey(line string) (string, bool) {
-	name, rest, ok := strings.Cut(line, "{")
-	if !ok || !strings.Contains(rest, `verb="PATCH"`) || !strings.Contains(rest, `resource="deployments"`) || !strings.Contains(rest, `subresource="scale"`) {
+// patchTimeKey returns which of the two keys a sample adds to.
+func patchTimeKey(m metricSample) (string, bool) {
+	var key string
+	switch m.name {
+	case "apiserver_request_duration_seconds_sum":
+		key = patchSecondsKey
+	case "apiserver_request_duration_seconds_count":
+		key = patchCountKey
+	default:
 		return "", false
 	}
-	switch name {
-	case "apiserver_request_duration_seconds_sum":
-		return patchSecondsKey, true
-	case "apiserver_request_duration_seconds_count":
-		return patchCountKey, true
-	}
-	return "", false
-}
-
-// metricValue is a line's value, 0 if it has none.
-func metricValue(line string) float64 {
-	v, _ := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndex(line, "}")+1:]), 64)
-	return v
+	labels := parseLabels(m.labels)
+	return key, labels["verb"] == "PATCH" && labels["resource"] == "deployments" && labels["subresource"] == "scale"
 }
 
 // meanPatchTime is the mean time the apiserver took for the scale patches
@@ -147,20 +164,18 @@ func printRequests(before, after map[string]float64, n int, verbs []string) {
 // watchers the watch cache closed for reading too slowly, in all and by
 // resource.
 func terminatedWatchers(ctx context.Context, kube kubernetes.Interface) (string, error) {
-	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	samples, err := apiserverMetrics(ctx, kube)
 	if err != nil {
-		return "", fmt.Errorf("reading apiserver metrics: %w", err)
+		return "", err
 	}
-	const name = "apiserver_terminated_watchers_total{"
 	total, byResource := 0.0, map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, name) {
+	for _, m := range samples {
+		if m.name != "apiserver_terminated_watchers_total" {
 			continue
 		}
-		v := metricValue(line)
-		total += v
-		if v > 0 {
-			byResource[parseLabels(line[len(name):strings.LastIndex(line, "}")])["resource"]] += v
+		total += m.value
+		if m.value > 0 {
+			byResource[parseLabels(m.labels)["resource"]] += m.value
 		}
 	}
 	out := fmt.Sprintf("slow watchers closed %.0f", total)
