@@ -465,14 +465,26 @@ func TestInPlaceDaemonSetWithNotReadyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pods on Ready nodes were not resized while two pods wait on nodes that are not Ready: %v; last: %s; InPlaceResized: %s", err, last, inPlaceResizedOf(cp, ns, "agent"))
 	}
+	// The condition is NodeNotReady from the moment the nodes are cut off,
+	// before the kubelets of the Ready nodes answer; the status that counts
+	// agent-2 and agent-3 at size is a later write.
 	ar := waitCondition(t, cp, ns, "agent", metav1.ConditionFalse, "NodeNotReady")
+	err = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		if ar, err = cp.Client().ScaleplaneV1alpha1().AddonResizers(ns).Get(ctx, "agent", metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		return ar.Status.InPlace != nil && ar.Status.InPlace.Pods == 4 && ar.Status.InPlace.AtSize == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("status.inPlace %+v, want 4 pods, 2 at size: %v", ar.Status.InPlace, err)
+	}
 	c := meta.FindStatusCondition(ar.Status.Conditions, scaleplanev1alpha1.ConditionInPlaceResized)
-	for _, want := range []string{"agent-0", dead[0], "agent-1", dead[1]} {
+	if c == nil || c.Reason != "NodeNotReady" {
+		t.Fatalf("InPlaceResized is %+v with 2 of 4 pods at size, want NodeNotReady", c)
+	}
+	for _, want := range []string{"agent-0", dead[0], "agent-1", dead[1], "2 of 4 pods at size"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("InPlaceResized does not name %s: %s", want, c.Message)
 		}
-	}
-	if ar.Status.InPlace == nil || ar.Status.InPlace.Pods != 4 || ar.Status.InPlace.AtSize != 2 {
-		t.Errorf("status.inPlace %+v, want 4 pods, 2 at size", ar.Status.InPlace)
 	}
 }
