@@ -52,13 +52,23 @@ func bareConfig(cp *framework.ControlPlane) *rest.Config {
 	return cfg
 }
 
-// measureScaleLimit leaves the apiserver idle for idle, then sends the N
-// scale patches setting replicas, as fast as the bare client can, and
-// returns once the watch saw every one. With an idle, a run after the
-// burst starts as the burst did, on an apiserver with nothing to do for a
-// while.
-func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32, idle time.Duration) (scaleLimitRun, error) {
-	time.Sleep(idle)
+// limitStart is when a limit run starts: after idle, or at slot, with the
+// watch opened watchLead before it, as for the controller's burst.
+type limitStart struct {
+	idle time.Duration
+	slot time.Time
+}
+
+// measureScaleLimit waits for its start, then sends the N scale patches
+// setting replicas, as fast as the bare client can, and returns once the
+// watch saw every one. With an idle, a run after the burst starts as the
+// burst did, on an apiserver with nothing to do for a while.
+func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32, at limitStart) (scaleLimitRun, error) {
+	if at.slot.IsZero() {
+		time.Sleep(at.idle)
+	} else {
+		time.Sleep(time.Until(at.slot.Add(-watchLead(cfg.n))))
+	}
 	seen, err := watchApplied(ctx, watchKube, cfg.n, replicas)
 	if err != nil {
 		return scaleLimitRun{}, err
@@ -68,6 +78,7 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 		return scaleLimitRun{}, err
 	}
 	cpu0 := markCPU(controllerPid)
+	time.Sleep(time.Until(at.slot))
 	start := time.Now()
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
 	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {
@@ -95,6 +106,31 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 	slices.Sort(run.curve)
 	run.watched = run.curve[len(run.curve)-1]
 	return run, nil
+}
+
+// slotLimitIdle is the least the apiserver idles before the bare client's
+// slot: the slot is the first minute boundary after it, so the idle is 30 to
+// 90 s plus the watch's lead, as the controller's slot comes 30 to 90 s after
+// the benchmark's setup.
+const slotLimitIdle = 30 * time.Second
+
+// measureScaleAtSlot is the bare client's burst at a slot of its own, taken
+// the way the controller's is: at a minute boundary, after the apiserver
+// idled, with the watch opened watchLead before it, timed from the slot,
+// and on a connection opened now and idle until then, as the controller's
+// is idle from its last status write before its slot. It sets replicas
+// (one value the runs before it did not leave).
+func measureScaleAtSlot(ctx context.Context, watchKube kubernetes.Interface, cp *framework.ControlPlane, cfg config, controllerPid int, replicas int32) (scaleLimitRun, time.Time, error) {
+	client := kubernetes.NewForConfigOrDie(bareConfig(cp))
+	if _, err := client.AppsV1().Deployments(namespace).Get(ctx, fmt.Sprintf("web-%05d", 0), metav1.GetOptions{}); err != nil {
+		return scaleLimitRun{}, time.Time{}, fmt.Errorf("opening the connection of the bare client at a slot: %w", err)
+	}
+	slot := time.Now().Add(slotLimitIdle + watchLead(cfg.n)).Truncate(time.Minute).Add(time.Minute)
+	run, err := measureScaleLimit(ctx, watchKube, client, cfg, controllerPid, replicas, limitStart{slot: slot})
+	if err != nil {
+		return scaleLimitRun{}, time.Time{}, fmt.Errorf("the bare client at the slot %s: %w", slot.UTC().Format(time.TimeOnly), err)
+	}
+	return run, slot, nil
 }
 
 // measureStatusLimit is the time a bare client (no rate limit, a connection

@@ -30,14 +30,16 @@ limitations under the License.
 // of the time to the last target to it. The limit run has the same watch on the
 // Deployments as the burst (the instrument costs the apiserver the same in
 // both), and is timed both to its last response and to the last patch the
-// watch sees, the way the burst is timed. See test/bench/README.md.
+// watch sees, the way the burst is timed. Last, the bare client sends them
+// at a slot of its own, measured the way the controller's burst is: from a
+// minute boundary after the apiserver idled, with the watch opened as
+// before the controller's slot (-limit-at-slot). See test/bench/README.md.
 //
 //	make tools build && go run ./test/bench/cron -n 1000
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -51,7 +53,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -64,65 +65,6 @@ import (
 )
 
 const namespace = "bench"
-
-type config struct {
-	n          int
-	bin        string
-	managerArg []string
-	idle       time.Duration
-	limitIdle  time.Duration
-	creators   int
-	limitConc  int
-	// apiserverProfiling serves kube-apiserver's /debug/pprof/.
-	apiserverProfiling bool
-	// limitBefore measures the scale limit once before the slot too.
-	limitBefore bool
-	// limitRuns is how many times the scale limit is measured, one run
-	// after the other: on a busy machine one run moves by 5 % from the
-	// next, as much as the aim's margin.
-	limitRuns  int
-	profileDir string
-	// cpuSeconds is the CPU profile's length; 0: the burst's.
-	cpuSeconds int
-	setupRate  int
-	// memoryLimit, when set, runs the controller manager under that memory
-	// limit, as in a pod (see memoryCgroup).
-	memoryLimit resource.Quantity
-}
-
-func main() {
-	var cfg config
-	var extra string
-	flag.IntVar(&cfg.n, "n", 1000, "number of CronFederatedHPAs (each with its own Deployment), all due in the same minute")
-	flag.StringVar(&cfg.bin, "controller-manager", "_output/bin/scaleplane-controller-manager", "the scaleplane-controller-manager binary (make build)")
-	flag.StringVar(&extra, "controller-manager-args", "", "extra flags for the controller manager, space separated (e.g. \"--kube-api-qps=2000 --kube-api-burst=4000\")")
-	flag.DurationVar(&cfg.idle, "idle", 20*time.Second, "how long to measure the idle controller")
-	flag.IntVar(&cfg.creators, "creators", 16, "parallel object creators")
-	flag.DurationVar(&cfg.limitIdle, "limit-idle", 0, "how long the apiserver is left idle before each limit run after the burst, as it was before the slot (0: each run right after the one before)")
-	flag.IntVar(&cfg.limitRuns, "limit-runs", 3, "how many times to measure the scale limit, one run after the other (each sets one more replica); the ratio is reported to the first run and to the median of the runs")
-	flag.BoolVar(&cfg.limitBefore, "limit-before", false, "measure the scale limit once before the slot too, after the idle window (the first scale write of each Deployment, on an apiserver idle until then, as the controller's burst otherwise is); the median includes it")
-	flag.BoolVar(&cfg.apiserverProfiling, "apiserver-profiling", false, "serve kube-apiserver's /debug/pprof/ (to trace it around the slot)")
-	flag.IntVar(&cfg.limitConc, "limit-concurrency", 64, "requests in flight of the minimal client that measures the physical limit")
-	flag.IntVar(&cfg.cpuSeconds, "profile-cpu-seconds", 0, "the CPU profile's length from the slot (with -profile); 0 covers the burst and its status writes (n/200 + 5 s); about n/1000 covers only the target writes")
-	flag.StringVar(&cfg.profileDir, "profile", "", "a directory to save the controller manager's heap profiles (idle, last target, all statuses) and a CPU profile of the burst in; passes --profiling")
-	flag.IntVar(&cfg.setupRate, "setup-rate", 150, "CronFederatedHPAs per second the slot allows for their creation and first status writes (lower it on a loaded machine: at 100,000 the setup took 11 minutes with other builds running)")
-	var memoryLimit string
-	flag.StringVar(&memoryLimit, "memory-limit", "", "run the controller manager in a memory cgroup with this limit (e.g. 512Mi), seen by it as a container's limit, as the chart's resources.limits.memory sets it (needs root)")
-	flag.Parse()
-	if memoryLimit != "" {
-		q, err := resource.ParseQuantity(memoryLimit)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "-memory-limit: %v\n", err)
-			os.Exit(2)
-		}
-		cfg.memoryLimit = q
-	}
-	cfg.managerArg = strings.Fields(extra)
-	if err := run(cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-}
 
 func run(cfg config) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,7 +207,7 @@ func run(cfg config) error {
 			return fmt.Errorf("only %s left before the watch on the slot starts for -limit-before, which needs about %s; raise the setup margin (-setup-rate)",
 				time.Until(slot.Add(-watchLead(cfg.n))).Round(time.Second), time.Duration(cfg.n)*time.Second/200)
 		}
-		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7, 0)
+		run, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 7, limitStart{})
 		if err != nil {
 			return fmt.Errorf("the limit run before the slot: %w", err)
 		}
@@ -331,7 +273,7 @@ func run(cfg config) error {
 	// is a real write), sent by a minimal client as fast as it can.
 	limitLoad := benchutil.LoadAvg()
 	// Each run sets one replica more, from 3: each patch is a real write.
-	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3, cfg.limitIdle)
+	first, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), 3, limitStart{idle: cfg.limitIdle})
 	if err != nil {
 		return err
 	}
@@ -343,7 +285,7 @@ func run(cfg config) error {
 		limitRuns = append(limitRuns, before.watched)
 	}
 	for run := 2; run <= cfg.limitRuns; run++ {
-		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2), cfg.limitIdle)
+		again, err := measureScaleLimit(ctx, watchKube, limitClient, cfg, manager.Pid(), int32(run+2), limitStart{idle: cfg.limitIdle})
 		if err != nil {
 			return err
 		}
@@ -358,6 +300,17 @@ func run(cfg config) error {
 	statusLimit, err := measureStatusLimit(ctx, cp, cfg, watchClient)
 	if err != nil {
 		return err
+	}
+	// The bare client at a slot of its own, after the limit runs (whose
+	// last set limitRuns+2 replicas), so that those are taken as before.
+	var atSlot *scaleLimitRun
+	var bareSlot time.Time
+	if cfg.limitAtSlot {
+		run, at, err := measureScaleAtSlot(ctx, watchKube, cp, cfg, manager.Pid(), int32(cfg.limitRuns+3))
+		if err != nil {
+			return err
+		}
+		atSlot, bareSlot = &run, at
 	}
 	skews := make([]time.Duration, 0, len(seen))
 	for _, at := range seen {
@@ -395,6 +348,10 @@ func run(cfg config) error {
 	if before != nil {
 		fmt.Printf("the scale limit measured before the slot (-limit-before: after the idle window, on an apiserver idle until then, the first scale write of each Deployment), last seen by the watch: %s (%.2f of the first after; CPU-seconds %s; seen by the watch, first/10/25/50/75/90%%/last: %s; the apiserver's mean time per patch %s); ratio of the controller's time to it: %.2f\n",
 			before.watched.Round(time.Millisecond), before.watched.Seconds()/limitWatched.Seconds(), before.cpu, curve(before.curve), before.apiserverTime, allApplied.Sub(slot).Seconds()/before.watched.Seconds())
+	}
+	if atSlot != nil {
+		fmt.Printf("the bare client at a slot of its own (%s, after %s of idle at least, timed as the controller is: from the slot, with the watch opened %s before it, its connection idle since it was opened), last seen by the watch: %s (CPU-seconds %s; seen by the watch, first/10/25/50/75/90%%/last: %s; the apiserver's mean time per patch %s); ratio of the controller's time to it: %.2f\n",
+			bareSlot.UTC().Format(time.TimeOnly), slotLimitIdle, watchLead(cfg.n), atSlot.watched.Round(time.Millisecond), atSlot.cpu, curve(atSlot.curve), atSlot.apiserverTime, allApplied.Sub(slot).Seconds()/atSlot.watched.Seconds())
 	}
 	if len(limitRuns) > 1 {
 		median := medianOf(limitRuns)
