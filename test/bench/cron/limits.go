@@ -40,7 +40,7 @@ type scaleLimitRun struct {
 	response, watched time.Duration
 	curve             []time.Duration
 	cpu               cpuPhase
-	apiserverTime     time.Duration
+	apiserverTime     patchTime
 }
 
 // bareConfig is the bare client's config: no client-side rate limit, and a
@@ -77,8 +77,8 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 	if err != nil {
 		return scaleLimitRun{}, err
 	}
-	cpu0 := markCPU(controllerPid)
 	time.Sleep(time.Until(at.slot))
+	cpu0 := markCPU(controllerPid)
 	start := time.Now()
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
 	if err := benchutil.Parallel(ctx, cfg.n, cfg.limitConc, func(i int) error {

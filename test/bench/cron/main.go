@@ -360,7 +360,7 @@ func run(cfg config) error {
 	}
 	fmt.Printf("CPU-seconds while the targets were written: controller's burst %s; the limit run %s (the benchmark process holds the bare client and, in both, the watch)\n",
 		targetsCPU, limitCPU)
-	fmt.Printf("the apiserver's mean time per scale patch (apiserver_request_duration_seconds, queueing included): controller's burst %s; limit runs %s\n",
+	fmt.Printf("the apiserver's mean time per scale patch (apiserver_request_duration_seconds, queueing included; in brackets etcd's for the update it makes, etcd_request_duration_seconds): controller's burst %s; limit runs %s\n",
 		meanPatchTime(requests0, targetRequests), strings.Join(apiserverTimes, ", "))
 	statusPhase := allRecorded.Sub(allApplied)
 	fmt.Printf("status writes: the last %s after the last target; a bare client writes the same %d statuses (%d in flight) in %s (%.0f/s); ratio %.2f\n",

@@ -60,8 +60,7 @@ type metricSample struct {
 
 // apiserverRequests reads apiserver_request_total and sums the requests of
 // allVerbs by verb, resource, subresource and code (the key "VERB
-// resource[/subresource] code"), and the apiserver's time for the scale
-// patches (patchSecondsKey, patchCountKey).
+// resource[/subresource] code"), and the times of timedKeys.
 func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
 	samples, err := apiserverMetrics(ctx, kube)
 	if err != nil {
@@ -69,7 +68,7 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[stri
 	}
 	out := map[string]float64{}
 	for _, m := range samples {
-		if key, ok := patchTimeKey(m); ok {
+		if key, ok := timeKey(m); ok {
 			out[key] += m.value
 			continue
 		}
@@ -90,38 +89,71 @@ func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[stri
 	return out, nil
 }
 
-// The keys of the time the apiserver took for the scale patches, and how
-// many it timed (apiserver_request_duration_seconds, from a request's
-// arrival to its answer, queueing included): apart from the requests, as
-// their first word is no verb.
+// The keys of the times read apart from the requests (their first word is
+// no verb), and of how many were timed: the apiserver's for the scale
+// patches (apiserver_request_duration_seconds, from a request's arrival to
+// its answer, queueing included), and etcd's for the Deployment updates the
+// patches make (etcd_request_duration_seconds, the apiserver's storage call,
+// its wait for a core included), which tells etcd's part of the first.
 const (
 	patchSecondsKey = "seconds PATCH deployments/scale"
 	patchCountKey   = "count PATCH deployments/scale"
+	etcdSecondsKey  = "seconds etcd update deployments"
+	etcdCountKey    = "count etcd update deployments"
 )
 
-// patchTimeKey returns which of the two keys a sample adds to.
-func patchTimeKey(m metricSample) (string, bool) {
-	var key string
-	switch m.name {
-	case "apiserver_request_duration_seconds_sum":
-		key = patchSecondsKey
-	case "apiserver_request_duration_seconds_count":
-		key = patchCountKey
-	default:
-		return "", false
+// timedKeys are the metrics read for those keys, by the labels that pick
+// the samples; _sum adds to the first key, _count to the second.
+var timedKeys = []struct {
+	metric         string
+	labels         map[string]string
+	seconds, count string
+}{
+	{"apiserver_request_duration_seconds", map[string]string{"verb": "PATCH", "resource": "deployments", "subresource": "scale"}, patchSecondsKey, patchCountKey},
+	{"etcd_request_duration_seconds", map[string]string{"group": "apps", "operation": "update", "resource": "deployments"}, etcdSecondsKey, etcdCountKey},
+}
+
+// timeKey returns which of the keys a sample adds to.
+func timeKey(m metricSample) (string, bool) {
+	for _, k := range timedKeys {
+		key := k.seconds
+		if m.name == k.metric+"_count" {
+			key = k.count
+		} else if m.name != k.metric+"_sum" {
+			continue
+		}
+		labels := parseLabels(m.labels)
+		for name, want := range k.labels {
+			if labels[name] != want {
+				return "", false
+			}
+		}
+		return key, true
 	}
-	labels := parseLabels(m.labels)
-	return key, labels["verb"] == "PATCH" && labels["resource"] == "deployments" && labels["subresource"] == "scale"
+	return "", false
+}
+
+// patchTime is the mean time of a scale patch in the apiserver, and of the
+// Deployment update it makes in etcd.
+type patchTime struct {
+	apiserver, etcd time.Duration
+}
+
+func (p patchTime) String() string {
+	return fmt.Sprintf("%s (etcd %s)", p.apiserver, p.etcd)
 }
 
 // meanPatchTime is the mean time the apiserver took for the scale patches
-// counted in after but not in before.
-func meanPatchTime(before, after map[string]float64) time.Duration {
-	n := after[patchCountKey] - before[patchCountKey]
-	if n <= 0 {
-		return 0
+// counted in after but not in before, and etcd for their updates.
+func meanPatchTime(before, after map[string]float64) patchTime {
+	mean := func(seconds, count string) time.Duration {
+		n := after[count] - before[count]
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration((after[seconds] - before[seconds]) / n * float64(time.Second)).Round(100 * time.Microsecond)
 	}
-	return time.Duration((after[patchSecondsKey] - before[patchSecondsKey]) / n * float64(time.Second)).Round(100 * time.Microsecond)
+	return patchTime{apiserver: mean(patchSecondsKey, patchCountKey), etcd: mean(etcdSecondsKey, etcdCountKey)}
 }
 
 // parseLabels reads a metric line's labels (`a="x",b="y"`).
