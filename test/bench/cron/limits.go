@@ -64,10 +64,11 @@ type limitStart struct {
 // watch saw every one. With an idle, a run after the burst starts as the
 // burst did, on an apiserver with nothing to do for a while.
 func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interface, cfg config, controllerPid int, replicas int32, at limitStart) (scaleLimitRun, error) {
-	if at.slot.IsZero() {
-		time.Sleep(at.idle)
-	} else {
+	atSlot := !at.slot.IsZero()
+	if atSlot {
 		time.Sleep(time.Until(at.slot.Add(-watchLead(cfg.n))))
+	} else {
+		time.Sleep(at.idle)
 	}
 	seen, err := watchApplied(ctx, watchKube, cfg.n, replicas)
 	if err != nil {
@@ -77,7 +78,9 @@ func measureScaleLimit(ctx context.Context, watchKube, client kubernetes.Interfa
 	if err != nil {
 		return scaleLimitRun{}, err
 	}
-	time.Sleep(time.Until(at.slot))
+	if atSlot {
+		time.Sleep(time.Until(at.slot))
+	}
 	cpu0 := markCPU(controllerPid)
 	start := time.Now()
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
