@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,8 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/scale"
+
+	"github.com/scaleplane/scaleplane/pkg/gcpace"
 )
 
 // patchScales is the cron-scaler's scale client: client-go's, but for
@@ -40,7 +43,8 @@ import (
 // (test/bench/README.md, issue 36).
 type patchScales struct {
 	scale.ScalesGetter
-	client rest.Interface
+	client   rest.Interface
+	inFlight *inFlight
 }
 
 // newPatchScales wraps scales with a Patch of its own, sent by a client of
@@ -52,23 +56,26 @@ func newPatchScales(cfg *rest.Config, scales scale.ScalesGetter) (scale.ScalesGe
 	if err != nil {
 		return nil, fmt.Errorf("building the scale subresource's patch client: %w", err)
 	}
-	return patchScales{ScalesGetter: scales, client: client}, nil
+	return patchScales{ScalesGetter: scales, client: client, inFlight: &inFlight{hold: burstHeadroom}}, nil
 }
 
 func (s patchScales) Scales(namespace string) scale.ScaleInterface {
-	return patchScale{ScaleInterface: s.ScalesGetter.Scales(namespace), client: s.client, namespace: namespace}
+	return patchScale{ScaleInterface: s.ScalesGetter.Scales(namespace), client: s.client, namespace: namespace, inFlight: s.inFlight}
 }
 
 type patchScale struct {
 	scale.ScaleInterface
 	client    rest.Interface
 	namespace string
+	inFlight  *inFlight
 }
 
 // Patch patches the scale subresource of gvr's object name. An API whose
 // scale subresource answers with another Scale kind (the extensions and
 // apps beta versions that Kubernetes 1.16 stopped serving) fails to decode.
 func (s patchScale) Patch(ctx context.Context, gvr schema.GroupVersionResource, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*autoscalingv1.Scale, error) {
+	s.inFlight.enter()
+	defer s.inFlight.exit()
 	gv := gvr.GroupVersion()
 	// The answer in protobuf where the server has it, JSON otherwise: what
 	// client-go's generated clients of built-in kinds ask for
@@ -102,4 +109,47 @@ func (s patchScale) Patch(ctx context.Context, gvr schema.GroupVersionResource, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// burstHeadroomBytes is how much the heap may grow between collections
+// while scale patches are in flight. A burst of 1,000 firings allocates
+// about 24 MB (24 KB a firing, most of it client-go's request and its
+// answer); at GOGC=50 on the 5 MB live heap of 1,000 objects that was 7
+// collections in a 1.3 s burst, a fifth of the controller manager's CPU
+// while it wrote the targets, on the cores the apiserver needs for them
+// (test/bench/README.md, issue 36, session 19). Above a live heap of 32 MiB
+// (about 10,000 objects) GOGC=50 gives this much room already, and it
+// changes nothing.
+const burstHeadroomBytes = 16 << 20
+
+func burstHeadroom() (release func()) { return gcpace.Headroom(burstHeadroomBytes) }
+
+// inFlight holds a hold (burstHeadroom) while any patch is in flight, from
+// the first to start to the last to end: the syncs of a burst run between
+// the patches of others, and their allocations count as much.
+type inFlight struct {
+	hold func() (release func())
+
+	mu      sync.Mutex
+	n       int
+	release func()
+}
+
+func (f *inFlight) enter() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.release = f.hold()
+	}
+	f.n++
+}
+
+func (f *inFlight) exit() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 {
+		f.release()
+		f.release = nil
+	}
 }

@@ -21,6 +21,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -161,5 +163,85 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	}
 	if r := <-requests; r.accept != "application/json, */*" {
 		t.Errorf("with a JSON config the answer was asked for as %q; want JSON", r.accept)
+	}
+}
+
+// gogc reads the garbage collector's target without setting it.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(int32(s[0].Value.Uint64()))
+}
+
+// While scale patches are in flight the heap has room to grow between
+// collections (burstHeadroomBytes, through gcpace): from the first patch to
+// start to the last to end, and not after.
+func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	protobufScale := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
+	during := make(chan int, 2)
+	answers := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{})}
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		during <- gogc()
+		<-answers[r.PathValue("name")]
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		if err := protobufScale.Encode(&autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"}}, w); err != nil {
+			t.Error(err)
+		}
+	}))
+	mux := http.NewServeMux()
+	mux.Handle("/apis/apps/v1/namespaces/shop/deployments/{name}/scale", server.Config.Handler)
+	server.Config.Handler = mux
+	defer server.Close()
+	scales, err := newPatchScales(&rest.Config{Host: server.URL}, &fakescale.FakeScaleClient{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	done := make(chan error, 2)
+	patch := func(name string) {
+		_, err := scales.Scales("shop").Patch(context.Background(), deployments, name, types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{})
+		done <- err
+	}
+	go patch("first")
+	if got := <-during; got <= 50 {
+		t.Errorf("GOGC while a patch is in flight = %d; want it raised above 50 (the live heap of a test is far under 32 MiB)", got)
+	}
+	go patch("second")
+	<-during
+	close(answers["first"])
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := gogc(); got <= 50 {
+		t.Errorf("GOGC with the second patch still in flight = %d; want it raised above 50", got)
+	}
+	close(answers["second"])
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := gogc(); got != 50 {
+		t.Errorf("GOGC after the last patch = %d; want 50 again", got)
+	}
+}
+
+// inFlight takes one hold for patches that overlap, one for each that does
+// not, and releases each.
+func TestInFlightHoldsOncePerOverlap(t *testing.T) {
+	holds, releases := 0, 0
+	f := &inFlight{hold: func() func() { holds++; return func() { releases++ } }}
+	f.enter()
+	f.enter()
+	f.exit()
+	f.enter()
+	f.exit()
+	f.exit()
+	if holds != 1 || releases != 1 {
+		t.Errorf("overlapping patches: %d holds, %d releases; want 1 and 1", holds, releases)
+	}
+	f.enter()
+	f.exit()
+	if holds != 2 || releases != 2 {
+		t.Errorf("one more patch alone: %d holds, %d releases; want 2 and 2", holds, releases)
 	}
 }

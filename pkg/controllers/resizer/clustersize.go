@@ -36,6 +36,7 @@ import (
 	"k8s.io/klog/v2"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/gcpace"
 )
 
 // activePods keeps terminal pods out of the pod informer: they do not count,
@@ -66,7 +67,8 @@ type apiServerCounts struct {
 	nodeStore           cache.Store
 	onContainersChanged func()
 	onNodesChanged      func()
-	// restoreGC puts GOGC back once the pod list is in (tightenGC).
+	// restoreGC releases the cap on GOGC once the pod list is in
+	// (listGCPercent).
 	restoreGC func()
 
 	mu  sync.Mutex
@@ -152,8 +154,8 @@ func (a *apiServerCounts) buildPodReflector() (func(context.Context), cache.Info
 	// Keeps a fake clientset (which cannot stream a watch-list) on lists.
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.kubeClient), &corev1.Pod{}, a.containers, cache.ReflectorOptions{Name: "resizer-pods", TypeDescription: "*v1.Pod"})
 	// The garbage collector runs tighter until the initial list is in
-	// (listGCPercent); onSynced, or the reflector's end, restores it.
-	a.restoreGC = tightenGC(listGCPercent)
+	// (listGCPercent); onSynced, or the reflector's end, releases the cap.
+	a.restoreGC = gcpace.Cap(listGCPercent)
 	restore := a.restoreGC
 	run := func(ctx context.Context) {
 		defer restore()

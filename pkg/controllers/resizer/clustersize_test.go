@@ -18,6 +18,7 @@ package resizer
 
 import (
 	"context"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +157,11 @@ func TestAPIServerCountsInformers(t *testing.T) {
 
 	cancel()
 	counts.wait() // returns: both informers stopped
+}
+
+// gcPercent reads GOGC (SetGCPercent returns the previous value).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }

@@ -16,29 +16,12 @@ limitations under the License.
 
 package resizer
 
-import (
-	"runtime/debug"
-	"sync"
-)
-
 // listGCPercent is the garbage collector's target (GOGC) while the initial
 // pod list streams in. That list passes every pod of the cluster through the
 // process (1.5 GB of realistic pods at 150,000) to keep a few bytes of each,
 // while what it keeps grows to its largest: with the default 100 the heap
 // may reach twice that before a collection, which is the start-up peak.
 // Collecting at half of it more often costs some CPU for the seconds the
-// list takes, and lowers the peak the memory limit must allow for.
+// list takes, and lowers the peak the memory limit must allow for. It is a
+// cap (gcpace.Cap): a lower GOGC set by whoever runs the process stays.
 const listGCPercent = 50
-
-// tightenGC lowers GOGC to percent, unless it is lower already or off (a
-// choice of whoever runs the process), and returns what puts it back; that
-// is safe to call more than once.
-func tightenGC(percent int) (restore func()) {
-	old := debug.SetGCPercent(percent)
-	if old < 0 || old <= percent {
-		debug.SetGCPercent(old)
-		return func() {}
-	}
-	var once sync.Once
-	return func() { once.Do(func() { debug.SetGCPercent(old) }) }
-}
