@@ -15,17 +15,18 @@ limitations under the License.
 */
 
 // Package gcpace is the one owner of the Go garbage collector's target
-// (GOGC) while parts of the process change it for a while. The resizer
-// lowers it while a cluster's pod list streams in (Cap); the cron-scaler's
-// scale client gives the heap room to grow while a burst of scale writes is
-// in flight (Headroom). Each change is a hold, released by the function it
-// returns. The target in force follows from the value found before the
-// first hold and every hold in place, so holds may end in any order: two
-// parts that each saved and restored the value they found could leave the
-// other's value behind for good.
+// (GOGC) in the controller manager: nothing else calls debug.SetGCPercent.
+// The manager sets the process's own target at start (SetPercent); parts of
+// it change it for a while. The resizer lowers it while a cluster's pod list
+// streams in (Cap); the cron-scaler's scale client gives the heap room to
+// grow while a burst of scale writes is in flight (Headroom). Each change is
+// a hold, released by the function it returns. The target in force follows
+// from the process's own target and every hold in place, so holds may end in
+// any order: two parts that each saved and restored the value they found
+// could leave the other's value behind for good.
 //
-// A GOGC that is off (-1) is the choice of whoever runs the process and is
-// never changed.
+// A GOGC that is off (-1) is the choice of whoever runs the process; no hold
+// changes it.
 package gcpace
 
 import (
@@ -36,46 +37,75 @@ import (
 	"sync"
 )
 
-// pacer holds the holds in place and the target found before the first.
+// pacer holds the holds in place and the process's own target.
 type pacer struct {
 	mu sync.Mutex
 	// readPercent, setPercent and liveHeap read and set the target and read
-	// the heap the last collection found live; tests replace them.
+	// the heap the last collection found live; afterGC has f called once
+	// after a coming collection. Tests replace them.
 	readPercent func() int
 	setPercent  func(int) int
 	liveHeap    func() uint64
-	// base is the target found before the first hold; meaningful while
-	// holds is not empty.
+	afterGC     func(f func())
+	// base is the process's own target, read before the first hold;
+	// meaningful while holds is not empty.
 	base  int
 	holds map[*hold]struct{}
-	// armed tells whether a sentinel is waiting for the next collection,
-	// to work out a Headroom's percent again from the new live heap.
+	// armed tells whether afterGC is waiting for the next collection, to
+	// work out a Headroom's percent again from the new live heap.
 	armed bool
 }
 
-// hold is one Cap (percent) or Headroom (bytes).
+// hold is one Cap or Headroom.
 type hold struct {
-	percent int
-	bytes   uint64
+	headroom bool
+	percent  int    // a Cap's
+	bytes    uint64 // a Headroom's
 }
 
-var process = &pacer{readPercent: readPercent, setPercent: debug.SetGCPercent, liveHeap: liveHeap}
+var process = &pacer{readPercent: Percent, setPercent: debug.SetGCPercent, liveHeap: liveHeap, afterGC: afterGC}
 
-// Cap holds the target at percent at most until release is called (more
-// than once is safe). A Cap wins over any Headroom: it is there to keep a
-// peak of memory down.
+// SetPercent sets the process's own target, the one in force when no hold
+// is: at once when none is, at the release of the last one otherwise.
+func SetPercent(percent int) {
+	process.setBase(percent)
+}
+
+// Cap holds the target at percent at most (0 or more) until release is
+// called (more than once is safe). A Cap wins over any Headroom: it is there
+// to keep a peak of memory down.
 func Cap(percent int) (release func()) {
+	if percent < 0 {
+		panic("gcpace: a cap below 0 would turn the collector off")
+	}
 	return process.add(&hold{percent: percent})
 }
 
-// Headroom lets the heap grow by at least bytes between collections until
-// release is called (more than once is safe): the target is raised, while no
-// Cap is in place, to what bytes is of the live heap, and worked out again
-// after each collection as the live heap changes. Where the target already
-// gives that much room (a live heap of 32 MiB at GOGC=50 for 16 MiB), it
-// changes nothing.
+// Headroom lets the heap grow by about bytes between collections until
+// release is called (more than once is safe): while no Cap is in place the
+// target is raised to what bytes is of the live heap, worked out again after
+// each collection as the live heap changes. Where the target already gives
+// that much room (a live heap of 32 MiB at GOGC=50 for 16 MiB), it changes
+// nothing. The runtime scales the room with the stacks and globals it scans
+// too, and never collects below a minimum heap of 4 MiB times the target's
+// share; a live heap under 4 MiB counts as 4 MiB, so that minimum stays
+// within bytes.
 func Headroom(bytes uint64) (release func()) {
-	return process.add(&hold{bytes: bytes})
+	if bytes == 0 {
+		return func() {}
+	}
+	return process.add(&hold{headroom: true, bytes: bytes})
+}
+
+func (p *pacer) setBase(percent int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.holds) == 0 {
+		p.setPercent(percent)
+		return
+	}
+	p.base = percent
+	p.apply()
 }
 
 func (p *pacer) add(h *hold) func() {
@@ -87,9 +117,9 @@ func (p *pacer) add(h *hold) func() {
 	}
 	p.holds[h] = struct{}{}
 	p.apply()
-	if h.bytes > 0 && !p.armed {
+	if h.headroom && !p.armed && p.base >= 0 {
 		p.armed = true
-		p.arm()
+		p.afterGC(p.collected)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { p.remove(h) }) }
@@ -100,32 +130,34 @@ func (p *pacer) remove(h *hold) {
 	defer p.mu.Unlock()
 	delete(p.holds, h)
 	if len(p.holds) == 0 {
-		p.setPercent(p.base)
+		if p.base >= 0 {
+			p.setPercent(p.base)
+		}
 		return
 	}
 	p.apply()
 }
 
-// apply sets the target the holds in place call for; p.mu is held.
+// apply sets the target the holds in place call for; p.mu is held. An off
+// target is left alone: setting it again waits for a collection under way.
 func (p *pacer) apply() {
+	if p.base < 0 {
+		return
+	}
 	p.setPercent(p.target())
 }
 
 // target is the base, lowered to the lowest Cap if there is one, else raised
 // to the largest Headroom's share of the live heap.
 func (p *pacer) target() int {
-	if p.base < 0 {
-		return p.base
-	}
 	capped, percent := false, p.base
 	var room uint64
 	for h := range p.holds {
-		switch {
-		case h.bytes > 0:
+		if h.headroom {
 			room = max(room, h.bytes)
-		case h.percent < percent:
-			capped, percent = true, h.percent
+			continue
 		}
+		capped, percent = true, min(percent, h.percent)
 	}
 	if capped || room == 0 {
 		return percent
@@ -133,50 +165,51 @@ func (p *pacer) target() int {
 	return max(percent, headroomPercent(room, p.liveHeap()))
 }
 
-// maxPercent bounds a Headroom's target when the live heap is tiny (before
-// the first collection it reads 0).
-const maxPercent = 10000
+// minLive is the live heap a Headroom's target is worked out on at least:
+// the runtime's minimum heap is 4 MiB times the target's share, so a target
+// worked out on a smaller heap (0 before the first collection) would let the
+// heap grow by more than the room asked for.
+const minLive = 4 << 20
 
 // headroomPercent is the target that lets a live heap of live bytes grow by
 // room bytes before the next collection.
 func headroomPercent(room, live uint64) int {
-	if live == 0 {
-		return maxPercent
-	}
-	return int(min(math.Ceil(float64(room)*100/float64(live)), maxPercent))
+	return int(math.Ceil(float64(room) * 100 / float64(max(live, minLive))))
 }
 
-// arm leaves an unreachable sentinel whose finalizer runs after the next
-// collection: it works the target out again from the live heap that
-// collection found, and arms again while a Headroom is in place. A target
+// collected works the target out again from the live heap a collection
+// found, and waits for the next one while a Headroom is in place. A target
 // worked out from a small heap would otherwise stay in force as the heap
 // grows (a relist in the middle of a burst), and let it grow by that share
 // of a much larger heap.
-func (p *pacer) arm() {
-	runtime.SetFinalizer(new(sentinel), func(*sentinel) { p.collected() })
-}
-
-// sentinel is a pointer-sized allocation: a finalizer needs the start of an
-// allocation, and a zero-sized one may share its address with others.
-type sentinel struct{ _ *byte }
-
 func (p *pacer) collected() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for h := range p.holds {
-		if h.bytes > 0 {
+		if h.headroom && p.base >= 0 {
 			p.apply()
-			p.arm()
+			p.afterGC(p.collected)
 			return
 		}
 	}
 	p.armed = false
 }
 
-// readPercent reads the target without setting it (debug.SetGCPercent
-// sets one to read one, and setting -1 to read waits for a collection
-// under way to end).
-func readPercent() int {
+// afterGC has f called once, some time after the first collection that
+// finds a fresh sentinel unreachable (once its span is swept, on the
+// runtime's cleanup goroutine).
+func afterGC(f func()) {
+	runtime.AddCleanup(new(sentinel), func(f func()) { f() }, f)
+}
+
+// sentinel holds a pointer so that it is not made in the runtime's tiny
+// allocator, whose blocks are shared by small pointer-free objects: a
+// cleanup on one of those may never run.
+type sentinel struct{ _ *byte }
+
+// Percent reads the target without setting it (debug.SetGCPercent sets one
+// to read one, and setting -1 waits for a collection under way to end).
+func Percent() int {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {

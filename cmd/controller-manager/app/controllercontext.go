@@ -256,7 +256,7 @@ func createUnboundedClients(cfg *rest.Config, agent string, mapper meta.RESTMapp
 	if err != nil {
 		return UnboundedClients{}, fmt.Errorf("building the unbounded scale client: %w", err)
 	}
-	patching, err := newPatchScales(unbounded, scaleClient)
+	patching, err := newPatchScales(unbounded, scaleClient, burstHeadroom)
 	if err != nil {
 		return UnboundedClients{}, err
 	}

@@ -30,6 +30,8 @@ import (
 	compmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+
+	"github.com/scaleplane/scaleplane/pkg/gcpace"
 )
 
 // The container's memory limit, read from the cgroup the process runs in,
@@ -112,7 +114,7 @@ func watchMemory(ctx context.Context, files []string, interval time.Duration) {
 	registerMemoryMetrics.Do(func() { legacyregistry.MustRegister(memoryLimit, memoryUse) })
 	logger := klog.FromContext(ctx)
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
+		gcpace.SetPercent(gcPercent)
 		logger.Info("Set the Go garbage collector's target (GOGC is not set)", "gcPercent", gcPercent)
 	}
 	limit := readCgroupMemoryLimit(files)

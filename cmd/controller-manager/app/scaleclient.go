@@ -48,15 +48,15 @@ type patchScales struct {
 }
 
 // newPatchScales wraps scales with a Patch of its own, sent by a client of
-// cfg.
-func newPatchScales(cfg *rest.Config, scales scale.ScalesGetter) (scale.ScalesGetter, error) {
+// cfg, that holds hold while any patch is in flight (burstHeadroom).
+func newPatchScales(cfg *rest.Config, scales scale.ScalesGetter, hold func() (release func())) (scale.ScalesGetter, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.NegotiatedSerializer = kubescheme.Codecs.WithoutConversion()
 	client, err := rest.UnversionedRESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the scale subresource's patch client: %w", err)
 	}
-	return patchScales{ScalesGetter: scales, client: client, inFlight: &inFlight{hold: burstHeadroom}}, nil
+	return patchScales{ScalesGetter: scales, client: client, inFlight: &inFlight{hold: hold}}, nil
 }
 
 func (s patchScales) Scales(namespace string) scale.ScaleInterface {
@@ -117,16 +117,20 @@ func (s patchScale) Patch(ctx context.Context, gvr schema.GroupVersionResource, 
 // answer); at GOGC=50 on the 5 MB live heap of 1,000 objects that was 7
 // collections in a 1.3 s burst, a fifth of the controller manager's CPU
 // while it wrote the targets, on the cores the apiserver needs for them
-// (test/bench/README.md, issue 36, session 19). Above a live heap of 32 MiB
-// (about 10,000 objects) GOGC=50 gives this much room already, and it
-// changes nothing.
+// (test/bench/README.md, issue 36, session 19). 16 MiB makes that one or two
+// collections, for at most 16 MiB more heap while the burst lasts. Above a
+// live heap of 32 MiB (about 15,000 objects) GOGC=50 gives this much room
+// already, and it changes nothing.
 const burstHeadroomBytes = 16 << 20
 
+// burstHeadroom is the cron-scaler's hold while its scale patches are in
+// flight.
 func burstHeadroom() (release func()) { return gcpace.Headroom(burstHeadroomBytes) }
 
-// inFlight holds a hold (burstHeadroom) while any patch is in flight, from
-// the first to start to the last to end: the syncs of a burst run between
-// the patches of others, and their allocations count as much.
+// inFlight takes hold when the first patch starts and releases it when the
+// last in flight ends: the syncs of a burst run between the patches of
+// others, and their allocations count as much. A patch alone takes it for
+// itself (two calls that cost far less than the request).
 type inFlight struct {
 	hold func() (release func())
 

@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
-	"runtime/metrics"
 	"testing"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -38,6 +37,8 @@ import (
 	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/scaleplane/scaleplane/pkg/gcpace"
 )
 
 // The cron-scaler's Patch of a scale subresource is the request client-go's
@@ -98,7 +99,7 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	wrapped.AddReactor("get", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 7}}, nil
 	})
-	scales, err := newPatchScales(&rest.Config{Host: server.URL}, wrapped)
+	scales, err := newPatchScales(&rest.Config{Host: server.URL}, wrapped, noHold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 
 	// A config that names a content type keeps it: the answer is asked for
 	// in that type only.
-	jsonOnly, err := newPatchScales(&rest.Config{Host: server.URL, ContentConfig: rest.ContentConfig{ContentType: runtime.ContentTypeJSON}}, wrapped)
+	jsonOnly, err := newPatchScales(&rest.Config{Host: server.URL, ContentConfig: rest.ContentConfig{ContentType: runtime.ContentTypeJSON}}, wrapped, noHold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +167,8 @@ func TestPatchScalesSendsThePatchAndReadsTheScale(t *testing.T) {
 	}
 }
 
-// gogc reads the garbage collector's target without setting it.
-func gogc() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(int32(s[0].Value.Uint64()))
-}
+// noHold is a hold that holds nothing.
+func noHold() func() { return func() {} }
 
 // While scale patches are in flight the heap has room to grow between
 // collections (burstHeadroomBytes, through gcpace): from the first patch to
@@ -182,7 +179,7 @@ func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
 	during := make(chan int, 2)
 	answers := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{})}
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		during <- gogc()
+		during <- gcpace.Percent()
 		<-answers[r.PathValue("name")]
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 		if err := protobufScale.Encode(&autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"}}, w); err != nil {
@@ -193,7 +190,7 @@ func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
 	mux.Handle("/apis/apps/v1/namespaces/shop/deployments/{name}/scale", server.Config.Handler)
 	server.Config.Handler = mux
 	defer server.Close()
-	scales, err := newPatchScales(&rest.Config{Host: server.URL}, &fakescale.FakeScaleClient{})
+	scales, err := newPatchScales(&rest.Config{Host: server.URL}, &fakescale.FakeScaleClient{}, burstHeadroom)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +201,9 @@ func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
 		done <- err
 	}
 	go patch("first")
-	if got := <-during; got <= 50 {
-		t.Errorf("GOGC while a patch is in flight = %d; want it raised above 50 (the live heap of a test is far under 32 MiB)", got)
+	// 16 MiB on a live heap of 4 MiB at least: at most 400 %.
+	if got := <-during; got <= 50 || got > 400 {
+		t.Errorf("GOGC while a patch is in flight = %d; want it raised above 50 (the live heap of a test is far under 32 MiB), to 400 at most", got)
 	}
 	go patch("second")
 	<-during
@@ -213,14 +211,14 @@ func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := gogc(); got <= 50 {
-		t.Errorf("GOGC with the second patch still in flight = %d; want it raised above 50", got)
+	if got := gcpace.Percent(); got <= 50 || got > 400 {
+		t.Errorf("GOGC with the second patch still in flight = %d; want it raised above 50, to 400 at most", got)
 	}
 	close(answers["second"])
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := gogc(); got != 50 {
+	if got := gcpace.Percent(); got != 50 {
 		t.Errorf("GOGC after the last patch = %d; want 50 again", got)
 	}
 }

@@ -67,9 +67,9 @@ type apiServerCounts struct {
 	nodeStore           cache.Store
 	onContainersChanged func()
 	onNodesChanged      func()
-	// restoreGC releases the cap on GOGC once the pod list is in
+	// releaseGCCap releases the cap on GOGC once the pod list is in
 	// (listGCPercent).
-	restoreGC func()
+	releaseGCCap func()
 
 	mu  sync.Mutex
 	ctx context.Context // nil until the controller runs
@@ -84,7 +84,7 @@ func newAPIServerCounts(kubeClient kubernetes.Interface, metadataClient metadata
 		nodes:               newNodeCounter(),
 		onContainersChanged: onContainersChanged,
 		onNodesChanged:      onNodesChanged,
-		restoreGC:           func() {},
+		releaseGCCap:        func() {},
 	}
 	// Once a count is complete, the AddonResizers waiting for it sync at
 	// once rather than at their next retry.
@@ -94,7 +94,7 @@ func newAPIServerCounts(kubeClient kubernetes.Interface, metadataClient metadata
 		// each: collect what it left behind and return it to the OS now,
 		// rather than keep it resident until the next forced GC and the
 		// scavenger's slow return.
-		a.restoreGC()
+		a.releaseGCCap()
 		a.containers.compact()
 		debug.FreeOSMemory()
 		onContainersChanged()
@@ -155,8 +155,8 @@ func (a *apiServerCounts) buildPodReflector() (func(context.Context), cache.Info
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.kubeClient), &corev1.Pod{}, a.containers, cache.ReflectorOptions{Name: "resizer-pods", TypeDescription: "*v1.Pod"})
 	// The garbage collector runs tighter until the initial list is in
 	// (listGCPercent); onSynced, or the reflector's end, releases the cap.
-	a.restoreGC = gcpace.Cap(listGCPercent)
-	restore := a.restoreGC
+	a.releaseGCCap = gcpace.Cap(listGCPercent)
+	restore := a.releaseGCCap
 	run := func(ctx context.Context) {
 		defer restore()
 		r.RunWithContext(ctx)

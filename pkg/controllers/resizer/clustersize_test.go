@@ -18,7 +18,6 @@ package resizer
 
 import (
 	"context"
-	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	scaleplanev1alpha1 "github.com/scaleplane/scaleplane/pkg/apis/scaleplane/v1alpha1"
+	"github.com/scaleplane/scaleplane/pkg/gcpace"
 )
 
 func nodeMeta(name string) *metav1.PartialObjectMetadata {
@@ -74,7 +74,7 @@ func TestAPIServerCountsInformers(t *testing.T) {
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeMeta("n1"), nodeMeta("n2"))
 	var containerChanges, nodeChanges atomic.Int32
 	counts := newAPIServerCounts(kube, meta, func() { containerChanges.Add(1) }, func() { nodeChanges.Add(1) })
-	gcBefore := gcPercent()
+	gcBefore := gcpace.Percent()
 
 	// Nothing starts before the controller runs.
 	if ok, err := counts.ready(scaleplanev1alpha1.ContainerProportional); ok || err != nil {
@@ -103,7 +103,7 @@ func TestAPIServerCountsInformers(t *testing.T) {
 	// the AddonResizers waiting for it sync at once.
 	eventually(t, ctx, "told once the pods are counted", func() bool { return containerChanges.Load() == 1 })
 	// The garbage collector is back to its own pace once the list is in.
-	if got := gcPercent(); got != gcBefore {
+	if got := gcpace.Percent(); got != gcBefore {
 		t.Errorf("GOGC after the initial list = %d; want it restored to %d", got, gcBefore)
 	}
 	// The pods are listed without the terminal ones.
@@ -157,11 +157,4 @@ func TestAPIServerCountsInformers(t *testing.T) {
 
 	cancel()
 	counts.wait() // returns: both informers stopped
-}
-
-// gcPercent reads GOGC (SetGCPercent returns the previous value).
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
 }
