@@ -210,21 +210,27 @@ type sentinel struct{ _ *byte }
 // Percent reads the target without setting it (debug.SetGCPercent sets one
 // to read one, and setting -1 waits for a collection under way to end).
 func Percent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
+	v, ok := readMetric("/gc/gogc:percent")
+	if !ok {
 		return 100
 	}
 	// The runtime reports an off target as its int32 -1, converted.
-	return int(int32(s[0].Value.Uint64()))
+	return int(int32(v))
 }
 
 // liveHeap is the heap the last collection marked live.
 func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	v, _ := readMetric("/gc/heap/live:bytes")
+	return v
+}
+
+// readMetric reads one of the runtime's uint64 metrics; false when this
+// runtime has none of that name.
+func readMetric(name string) (uint64, bool) {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+		return 0, false
 	}
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64(), true
 }
