@@ -178,17 +178,16 @@ func TestPatchScalesHoldHeadroomWhilePatchesAreInFlight(t *testing.T) {
 	protobufScale := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
 	during := make(chan int, 2)
 	answers := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{})}
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/apis/apps/v1/namespaces/shop/deployments/{name}/scale", func(w http.ResponseWriter, r *http.Request) {
 		during <- gcpace.Percent()
 		<-answers[r.PathValue("name")]
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 		if err := protobufScale.Encode(&autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"}}, w); err != nil {
 			t.Error(err)
 		}
-	}))
-	mux := http.NewServeMux()
-	mux.Handle("/apis/apps/v1/namespaces/shop/deployments/{name}/scale", server.Config.Handler)
-	server.Config.Handler = mux
+	})
+	server := httptest.NewServer(mux)
 	defer server.Close()
 	scales, err := newPatchScales(&rest.Config{Host: server.URL}, &fakescale.FakeScaleClient{}, burstHeadroom)
 	if err != nil {

@@ -156,9 +156,9 @@ func (a *apiServerCounts) buildPodReflector() (func(context.Context), cache.Info
 	// The garbage collector runs tighter until the initial list is in
 	// (listGCPercent); onSynced, or the reflector's end, releases the cap.
 	a.releaseGCCap = gcpace.Cap(listGCPercent)
-	restore := a.releaseGCCap
+	release := a.releaseGCCap
 	run := func(ctx context.Context) {
-		defer restore()
+		defer release()
 		r.RunWithContext(ctx)
 	}
 	return run, a.containers.hasSynced, nil
