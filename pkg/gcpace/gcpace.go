@@ -100,12 +100,14 @@ func Headroom(bytes uint64) (release func()) {
 func (p *pacer) setBase(percent int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.holds) == 0 {
+	if len(p.holds) == 0 || percent < 0 {
+		// Off is the runner's choice and wins over every hold at once.
+		p.base = percent
 		p.setPercent(percent)
 		return
 	}
 	p.base = percent
-	p.apply()
+	p.update()
 }
 
 func (p *pacer) add(h *hold) func() {
@@ -116,11 +118,7 @@ func (p *pacer) add(h *hold) func() {
 		p.holds = map[*hold]struct{}{}
 	}
 	p.holds[h] = struct{}{}
-	p.apply()
-	if h.headroom && !p.armed && p.base >= 0 {
-		p.armed = true
-		p.afterGC(p.collected)
-	}
+	p.update()
 	var once sync.Once
 	return func() { once.Do(func() { p.remove(h) }) }
 }
@@ -135,16 +133,28 @@ func (p *pacer) remove(h *hold) {
 		}
 		return
 	}
-	p.apply()
+	p.update()
 }
 
-// apply sets the target the holds in place call for; p.mu is held. An off
-// target is left alone: setting it again waits for a collection under way.
-func (p *pacer) apply() {
+// update sets the target the holds in place call for and, while a Headroom
+// is among them, has it worked out again after the next collection; p.mu is
+// held. An off target is left alone: setting it again waits for a
+// collection under way.
+func (p *pacer) update() {
 	if p.base < 0 {
 		return
 	}
 	p.setPercent(p.target())
+	if p.armed {
+		return
+	}
+	for h := range p.holds {
+		if h.headroom {
+			p.armed = true
+			p.afterGC(p.collected)
+			return
+		}
+	}
 }
 
 // target is the base, lowered to the lowest Cap if there is one, else raised
@@ -185,14 +195,10 @@ func headroomPercent(room, live uint64) int {
 func (p *pacer) collected() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for h := range p.holds {
-		if h.headroom && p.base >= 0 {
-			p.apply()
-			p.afterGC(p.collected)
-			return
-		}
-	}
 	p.armed = false
+	if len(p.holds) > 0 {
+		p.update()
+	}
 }
 
 // afterGC has f called once, some time after the first collection that

@@ -181,6 +181,24 @@ func TestSetBase(t *testing.T) {
 	f.want(t, "a cap of 30 over a base of 80", 30)
 	release()
 	f.want(t, "released", 80)
+
+	// Off wins at once over a headroom in place, and a target set again
+	// brings the headroom back, worked out again after each collection.
+	release = p.add(&hold{headroom: true, bytes: 16 * mib})
+	f.collect(5 * mib)
+	p.setBase(-1)
+	f.want(t, "off over a headroom", -1)
+	f.collect(5 * mib)
+	f.want(t, "off after a collection", -1)
+	if len(f.afterGC) != 0 {
+		t.Errorf("off: %d calls wait for the next collection; want none", len(f.afterGC))
+	}
+	p.setBase(50)
+	f.want(t, "50 again under the headroom", 320)
+	f.collect(8 * mib)
+	f.want(t, "after a collection on 8 MiB", 200)
+	release()
+	f.want(t, "released again", 50)
 }
 
 // The lowest cap and the largest headroom win.
